@@ -1,0 +1,1 @@
+"""dcblab: a QEMU lab for DCB priorities and the network cgroups."""
