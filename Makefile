@@ -9,12 +9,13 @@ PY := /usr/bin/python3
 
 # Every Debian package the project uses, host side and guest image.
 DEBIAN_PACKAGES := linux-source-6.1 build-essential flex bison bc \
-	libelf-dev libssl-dev cpio xz-utils quilt \
+	libelf-dev libssl-dev cpio xz-utils lz4 quilt \
 	qemu-system-x86 qemu-guest-agent busybox-static iproute2 ethtool \
-	python3 python3-pytest python3-ply python3-git
+	tcpdump python3 python3-pytest python3-ply python3-git
 
 IMAGE := $(BUILD)/initramfs.cpio
 IMAGE_INPUTS := guest-image/mkinitramfs guest-image/init guest-image/shutdown \
+	guest-image/restore \
 	guest-image/contents \
 	$(wildcard $(shell awk '!/^\#/ && NF {print $$1}' guest-image/contents 2>/dev/null))
 

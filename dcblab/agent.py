@@ -126,6 +126,10 @@ class Agent:
         msg = {"execute": command}
         if arguments is not None:
             msg["arguments"] = arguments
+        if self._sock is None:
+            # A new connection may see replies meant for an earlier client:
+            # resynchronise before the first command.
+            self.sync(timeout=min(timeout, 5.0))
         deadline = time.monotonic() + timeout
         self._send(msg)
         try:

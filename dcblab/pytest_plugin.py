@@ -1,7 +1,10 @@
 """pytest integration: guests as fixtures, splats fail tests, artefacts.
 
 Fixtures
-  guest   session-scoped single VM (the walking skeleton's guest)
+  lab     session-scoped two-VM lab from topology/two-hosts.toml; hosts as
+          attributes (lab.h1.run([...])); the baseline is restored after
+          every test that used it
+  guest   the lab's h1, for single-guest tests
   undo    per-test LIFO stack of cleanups, run after the test on every path
 
 Hooks
@@ -11,6 +14,7 @@ Hooks
     commands the test ran.
 """
 
+import concurrent.futures
 import contextlib
 import os
 import time
@@ -18,10 +22,13 @@ import time
 import pytest
 
 from . import paths
-from .accel import choose_accel
-from .vm import Vm, VmSpec
+from .lab import Lab, reap
+from .topology import load
+from .vm import Vm
 
-__all__ = ["Guest", "running_vms"]
+__all__ = ["Guest", "LabHandle", "running_vms", "TOPOLOGY"]
+
+TOPOLOGY = paths.ROOT / "topology" / "two-hosts.toml"
 
 _vms = []
 
@@ -69,36 +76,58 @@ def _need_images():
                     "image` (or `make test`, which builds them)", returncode=2)
 
 
-def boot_guest(name, rundir, **spec):
-    """Boot one VM and wait for its agent; registered for splat checks."""
-    _need_images()
-    accel = choose_accel(paths.bzimage(), paths.initramfs())
-    vm = Vm(VmSpec(name, paths.bzimage(), paths.initramfs(), accel=accel,
-                   **spec), rundir)
-    _vms.append(vm)
-    vm.start()
-    try:
-        vm.wait_init(timeout=60)
-        vm.wait_ready(timeout=60)
-    except Exception:
-        vm.stop()
-        raise
-    return vm
+class LabHandle:
+    """The session lab as tests see it: ``lab.h1``, ``lab.topology``..."""
 
+    def __init__(self, lab: Lab):
+        self.lab = lab
+        self.name = lab.name
+        self.topology = lab.topology
+        self.wire = lab.wire
+        self.guests = {n: Guest(vm) for n, vm in lab.vms.items()}
 
-def run_dir(tag):
-    d = paths.build_dir() / "run" / f"{tag}-{os.getpid()}"
-    d.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return d
+    def __getattr__(self, name):
+        try:
+            return self.__dict__["guests"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def restore(self):
+        """Back to the baseline: see guest-image/restore."""
+        def one(host):
+            devs = [n.name for n in host.nics] + \
+                [n.vlan_dev(v) for n in host.nics for v in n.vlans]
+            self.guests[host.name].run(["dcblab-restore", *devs])
+        # The guests restore in parallel; the first failure is raised.
+        with concurrent.futures.ThreadPoolExecutor() as pool:
+            for f in [pool.submit(one, h) for h in self.topology.hosts]:
+                f.result()
 
 
 @pytest.fixture(scope="session")
-def guest():
-    vm = boot_guest("g1", run_dir("pytest") / "g1")
+def lab():
+    _need_images()
+    # Leftovers of runs whose owner died (a killed pytest): by run id only.
+    reap(say=lambda msg: None)
+    the_lab = Lab(load(TOPOLOGY), name=f"pytest-{os.getpid()}")
     try:
-        yield Guest(vm)
+        the_lab.up(owner_pid=os.getpid())
+        _vms.extend(the_lab.vms.values())
+        yield LabHandle(the_lab)
     finally:
-        vm.stop()
+        the_lab.down()
+
+
+@pytest.fixture
+def guest(lab):
+    return lab.h1
+
+
+@pytest.fixture(autouse=True)
+def _baseline(request):
+    yield
+    if "lab" in request.fixturenames:
+        request.getfixturevalue("lab").restore()
 
 
 @pytest.fixture
@@ -132,12 +161,35 @@ def pytest_runtest_makereport(item, call):
         for vm in _vms:
             report.sections.append((f"console {vm.name} (tail)",
                                     vm.console.tail(60)))
-        guests = [v for v in item.funcargs.values() if isinstance(v, Guest)]
-        history = [h for g in guests for h in g.history]
+        history = [h for g in _guests(item) for h in g.history]
         if history:
             report.sections.append(("guest commands", "\n".join(history)))
+        tc = _tc_state(item)
+        if tc:
+            report.sections.append(("tc -s qdisc", tc))
     if call.when == "teardown":
-        for v in item.funcargs.values():
-            if isinstance(v, Guest):
-                v.history.clear()
+        for g in _guests(item):
+            g.history.clear()
+
+
+def _guests(item):
+    found = []
+    for v in item.funcargs.values():
+        if isinstance(v, Guest):
+            found.append(v)
+        elif isinstance(v, LabHandle):
+            found.extend(v.guests.values())
+    return list({id(g): g for g in found}.values())
+
+
+def _tc_state(item):
+    out = []
+    for g in _guests(item):
+        if g.vm.alive():
+            try:
+                res = g.vm.agent.exec(["tc", "-s", "qdisc", "show"], timeout=5)
+                out.append(f"--- {g.name} ---\n{res.stdout}{res.stderr}")
+            except Exception as e:  # the report must not hide the failure
+                out.append(f"--- {g.name}: tc failed: {e}")
+    return "\n".join(out)
 

@@ -47,7 +47,7 @@ def _dummy_with_neighbour(guest, undo, dev, addr, peer):
     guest.run(["ip", "link", "add", dev, "type", "dummy"])
     undo.callback(guest.run, ["ip", "link", "del", dev], check=False)
     guest.run(["ip", "link", "set", dev, "up"])
-    guest.run(["ip", "addr", "add", f"{addr}/24", "dev", dev])
+    guest.run(["ip", "addr", "add", f"{addr}/28", "dev", dev])
     # A dummy device answers nothing: a permanent neighbour lets IPv4
     # packets leave without waiting for ARP.
     guest.run(["ip", "neigh", "add", peer, "lladdr", "02:00:00:00:00:02",
@@ -81,13 +81,13 @@ def _ping_from(guest, cgroup, peer, count):
 
 def test_netprio_tracepoint_fires_with_map_applied_fields(guest, undo):
     prio, count = 3, 4
-    ifindex = _dummy_with_neighbour(guest, undo, "tp0", "192.0.2.1",
-                                    "192.0.2.2")
+    ifindex = _dummy_with_neighbour(guest, undo, "tp0", "203.0.113.1",
+                                    "203.0.113.2")
     cgroup, prioidx = _cgroup(guest, undo, "tp-applied")
     guest.write(f"{cgroup}/net_prio.ifpriomap", f"tp0 {prio}")
     _traced(guest, undo)
 
-    _ping_from(guest, cgroup, "192.0.2.2", count)
+    _ping_from(guest, cgroup, "203.0.113.2", count)
 
     ours = [e for e in _trace_events(guest)
             if e["dev"] == "tp0" and int(e["prioidx"]) == prioidx]
@@ -104,7 +104,7 @@ def test_netprio_unmapped_cgroup_within_map_allocation_gets_priority_0(
     map was written usually has an entry too, left at 0: the tracepoint
     reports the map as applied, with priority 0."""
     count = 2
-    _dummy_with_neighbour(guest, undo, "tp1", "198.51.100.1", "198.51.100.2")
+    _dummy_with_neighbour(guest, undo, "tp1", "203.0.113.17", "203.0.113.18")
     mapped, mapped_idx = _cgroup(guest, undo, "tp-mapped")
     guest.write(f"{mapped}/net_prio.ifpriomap", "tp1 6")
     later, later_idx = _cgroup(guest, undo, "tp-later")
@@ -112,7 +112,7 @@ def test_netprio_unmapped_cgroup_within_map_allocation_gets_priority_0(
     assert "tp1 0" in guest.read(f"{later}/net_prio.ifpriomap")
     _traced(guest, undo)
 
-    _ping_from(guest, later, "198.51.100.2", count)
+    _ping_from(guest, later, "203.0.113.18", count)
 
     ours = [e for e in _trace_events(guest)
             if e["dev"] == "tp1" and int(e["prioidx"]) == later_idx]

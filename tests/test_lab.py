@@ -1,0 +1,243 @@
+"""The two-VM lab itself: wire, queues, PCP across the wire, CLI, cleanup."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from dcblab import lab as labmod
+from dcblab import pcap, wire
+from dcblab.paths import ROOT
+
+DCBLAB = [sys.executable, str(ROOT / "bin" / "dcblab")]
+NETPRIO = "/sys/fs/cgroup/net_prio"
+
+
+def _addr(iface):
+    return str(iface.ip)
+
+
+def _nic(lab, host, name="eth0"):
+    return next(n for n in lab.topology.host(host).nics if n.name == name)
+
+
+def _ping(guest, dst, count=3, six=False):
+    argv = ["ping", "-6" if six else "-4", "-c", str(count), "-i", "0.05",
+            "-W", "2", dst]
+    res = guest.run(argv, check=False)
+    m = re.search(r"(\d+) packets received", res.stdout)
+    return int(m.group(1)) if m else 0, res
+
+
+@pytest.mark.parametrize("family", ["ipv4", "ipv6"])
+def test_h1_pings_h2_over_eth0(lab, family):
+    dst = getattr(_nic(lab, "h2"), family)
+    got, res = _ping(lab.h1, _addr(dst), six=family == "ipv6")
+    assert got == 3, res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("family", ["ipv4", "ipv6"])
+def test_h1_pings_h2_over_vlan_device(lab, family):
+    vlan = _nic(lab, "h2").vlans[0]
+    got, res = _ping(lab.h1, _addr(getattr(vlan, family)),
+                     six=family == "ipv6")
+    assert got == 3, res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("host", ["h1", "h2"])
+def test_each_side_has_all_queue_pairs_of_the_link_enabled(lab, host):
+    queues = _nic(lab, host).queues
+    guest = getattr(lab, host)
+    tx = guest.run(["ls", "/sys/class/net/eth0/queues"]).stdout.split()
+    assert len([q for q in tx if q.startswith("tx-")]) == queues
+    channels = guest.run(["ethtool", "-l", "eth0"]).stdout
+    current = channels.split("Current hardware settings:")[1]
+    assert f"Combined:\t{queues}" in current, channels
+
+
+def test_pcp_5_frame_on_vlan_crosses_the_wire_with_pcp_5(lab, undo, tmp_path):
+    """A frame from a cgroup mapped to priority 5 on eth0.100 leaves h1
+    tagged PCP 5 (identity egress-qos-map), is recorded on the host side
+    of the link with PCP 5, and is counted on h2 by flower vlan_prio 5."""
+    pcp, count = 5, 4
+    h1nic, h2nic = _nic(lab, "h1"), _nic(lab, "h2")
+    vlan = h1nic.vlans[0]
+    h2, dev1 = lab.h2, h1nic.vlan_dev(vlan)
+
+    h2.run(["tc", "qdisc", "add", "dev", "eth0", "clsact"])
+    h2.run(["tc", "filter", "add", "dev", "eth0", "ingress", "protocol",
+            "802.1Q", "pref", "1", "flower", "vlan_id", str(vlan.id),
+            "vlan_prio", str(pcp), "action", "pass"])
+    cg = f"{NETPRIO}/wire-pcp"
+    lab.h1.run(["mkdir", cg])
+    lab.h1.write(f"{cg}/net_prio.ifpriomap", f"{dev1} {pcp}")
+
+    pcap_file = tmp_path / "l1.pcap"
+    cap = subprocess.Popen(
+        ["ip", "netns", "exec", lab.wire.netns, "tcpdump", "-i",
+         lab.wire.tap(h1nic), "-w", str(pcap_file), "-U", "-n", "-c",
+         str(count), "vlan", str(vlan.id), "and", "icmp[icmptype] == 8"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    undo.callback(lambda: cap.poll() is None and cap.kill())
+    # tcpdump says "listening on" once its socket is bound.
+    for line in cap.stderr:
+        if "listening on" in line:
+            break
+    dst = _addr(next(v for v in h2nic.vlans if v.id == vlan.id).ipv4)
+    lab.h1.run(["sh", "-c", f"echo $$ > {cg}/cgroup.procs && exec ping -4 "
+                f"-c {count} -i 0.05 -W 2 -q {dst}"])
+    cap.wait(timeout=10)
+
+    tags = [pcap.vlan_tag(f) for f in pcap.read_frames(pcap_file)]
+    assert tags == [(vlan.id, pcp, 0x0800)] * count
+    stats = json.loads(h2.run(["tc", "-s", "-j", "filter", "show", "dev",
+                               "eth0", "ingress"]).stdout)
+    hits = [f["options"]["actions"][0]["stats"]["packets"] for f in stats
+            if f.get("options", {}).get("actions")]
+    # Echo requests only reach h2's ingress; h2's replies leave it.
+    assert hits == [count]
+
+
+def test_exec_passes_stdout_stderr_and_exit_code_through(lab):
+    # The CLI is a second client of h1's agent socket: let go of ours.
+    lab.h1.vm.agent.close()
+    r = subprocess.run(DCBLAB + ["exec", "--name", lab.name, "h1", "--",
+                                 "sh", "-c", "echo out; echo err >&2; exit 7"],
+                       capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout, r.stderr) == (7, "out\n", "err\n")
+
+
+def test_exec_of_missing_program_fails_with_its_error(lab):
+    lab.h1.vm.agent.close()
+    r = subprocess.run(DCBLAB + ["exec", "--name", lab.name, "h1", "--",
+                                 "/no/such/program"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert "/no/such/program" in r.stderr
+
+
+def test_two_labs_with_different_names_run_at_once(lab, tmp_path):
+    other = labmod.Lab(lab.topology, name=f"second-{os.getpid()}")
+    try:
+        other.up(owner_pid=os.getpid())
+        assert other.wire.netns != lab.wire.netns
+        assert set(wire.list_netns()) >= {lab.wire.netns, other.wire.netns}
+        nic = _nic(lab, "h1")
+        assert other.wire.mac(nic) != lab.wire.mac(nic)
+        dst = _addr(_nic(lab, "h2").ipv4)
+        for vm in (other.vms["h1"], lab.h1.vm):
+            res = vm.run(["ping", "-4", "-c", "2", "-i", "0.05", "-W", "2",
+                          dst], check=False)
+            assert "2 packets received" in res.stdout, res.stdout
+    finally:
+        other.down()
+    assert other.wire.netns not in wire.list_netns()
+    assert not other.dir.exists()
+
+
+def _run_id_leftovers(name, run_id):
+    left = []
+    if labmod._qemu_pids(run_id):
+        left.append(f"qemu pids {labmod._qemu_pids(run_id)}")
+    if wire.netns_name(name) in wire.list_netns():
+        left.append(f"netns {wire.netns_name(name)}")
+    if (labmod.run_root() / name).exists():
+        left.append(f"run dir {labmod.run_root() / name}")
+    return left
+
+
+def test_kill_9_of_dcblab_up_then_reap_leaves_nothing(lab):
+    name = f"killed-{os.getpid()}"
+    state = labmod.run_root() / name / "state.json"
+    up = subprocess.Popen(DCBLAB + ["up", "--name", name],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        run_id = None
+        # Kill it while it is starting: once its QEMUs are recorded.
+        while time.monotonic() < deadline:
+            try:
+                st = json.loads(state.read_text())
+                if st["hosts"] and all(h["pid"] for h in st["hosts"].values()):
+                    run_id = st["run_id"]
+                    break
+            except (OSError, ValueError, KeyError):
+                pass
+            time.sleep(0.02)
+        assert run_id, "dcblab up never recorded its QEMU processes"
+        assert labmod._qemu_pids(run_id)
+    finally:
+        up.send_signal(signal.SIGKILL)
+        up.wait()
+    assert _run_id_leftovers(name, run_id)  # the kill left things behind
+
+    r = subprocess.run(DCBLAB + ["reap"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert _run_id_leftovers(name, run_id) == []
+    # The session's lab carries a live owner: reap left it alone.
+    assert lab.h1.vm.alive() and lab.wire.netns in wire.list_netns()
+
+
+BAD_TOPOLOGIES = {
+    "unknown-host": ('[hosts.h1]\n[hosts.h1.nics.eth0]\n'
+                     '[links.l1]\na = "h1:eth0"\nb = "h3:eth0"\n',
+                     'link "l1": unknown host "h3"'),
+    "queues": ('[hosts.h1]\n[hosts.h1.nics.eth0]\n[hosts.h2]\n'
+               '[hosts.h2.nics.eth0]\n[links.l1]\na = "h1:eth0"\n'
+               'b = "h2:eth0"\nqueues = 17\n',
+               'link "l1": queues must be 1..16, got 17'),
+    "bad-toml": ('[hosts.h1\n', 'invalid TOML'),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_TOPOLOGIES))
+def test_bad_topology_is_one_line_error_exit_2_nothing_started(tmp_path,
+                                                               case):
+    text, expected = BAD_TOPOLOGIES[case]
+    path = tmp_path / f"{case}.toml"
+    path.write_text(text)
+    before = set(wire.list_netns())
+    r = subprocess.run(DCBLAB + ["up", str(path)], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith(f"dcblab: {path}: ")
+    assert expected in r.stderr
+    assert set(wire.list_netns()) == before
+    assert not (labmod.run_root() / case).exists()
+
+
+def test_missing_topology_file_is_one_line_error_exit_2(tmp_path):
+    path = tmp_path / "nope.toml"
+    r = subprocess.run(DCBLAB + ["up", str(path)], capture_output=True,
+                       text=True, timeout=30)
+    assert (r.returncode, r.stderr) == (2, f"dcblab: {path}: no such file\n")
+
+
+
+def test_restore_between_tests_removes_what_a_test_left(lab):
+    h1 = lab.h1
+    h1.run(["mkdir", "-p", f"{NETPRIO}/left/child"])
+    h1.write(f"{NETPRIO}/net_prio.ifpriomap", "eth0 3")
+    h1.run(["ip", "link", "add", "left0", "type", "dummy"])
+    h1.run(["tc", "qdisc", "add", "dev", "eth0", "root", "prio"])
+    h1.run(["tc", "qdisc", "add", "dev", "eth0.100", "clsact"])
+
+    lab.restore()
+
+    assert h1.run(["find", NETPRIO, "-mindepth", "1", "-type", "d"]
+                  ).stdout == ""
+    assert "eth0 0" in h1.read(f"{NETPRIO}/net_prio.ifpriomap").splitlines()
+    assert "left0" not in h1.run(["ls", "/sys/class/net"]).stdout.split()
+    qdiscs = json.loads(h1.run(["tc", "-j", "qdisc", "show"]).stdout)
+    kinds = {(q["dev"], q["kind"]) for q in qdiscs if q.get("root")}
+    assert ("eth0", "mq") in kinds
+    assert not [q for q in qdiscs if q["kind"] in ("prio", "clsact")]
+    # What the baseline made stays.
+    assert "eth0.100" in h1.run(["ls", "/sys/class/net"]).stdout.split()
