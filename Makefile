@@ -11,21 +11,24 @@ PY := /usr/bin/python3
 DEBIAN_PACKAGES := linux-source-6.1 build-essential flex bison bc \
 	libelf-dev libssl-dev cpio xz-utils lz4 quilt \
 	qemu-system-x86 qemu-guest-agent busybox-static iproute2 ethtool \
-	tcpdump python3 python3-pytest python3-ply python3-git
+	tcpdump procps git python3 python3-pytest python3-ply python3-git
 
 IMAGE := $(BUILD)/initramfs.cpio
+TOOLS_OUT := $(BUILD)/tools
+TOOLS := $(TOOLS_OUT)/priosend $(TOOLS_OUT)/priosink $(TOOLS_OUT)/cgwrite
 IMAGE_INPUTS := guest-image/mkinitramfs guest-image/init guest-image/shutdown \
 	guest-image/restore \
 	guest-image/contents \
 	$(wildcard $(shell awk '!/^\#/ && NF {print $$1}' guest-image/contents 2>/dev/null))
 
-.PHONY: help deps kernel image checkpatch check-series test demo bench clean
+.PHONY: help deps kernel image tools-check checkpatch check-series test demo bench clean
 
 help:
 	@echo "dcblab targets:"
 	@echo "  make deps        install the Debian packages the lab needs (only missing ones)"
 	@echo "  make kernel      extract linux-source-6.1, apply kernel-patches/, build bzImage"
-	@echo "  make image       build the guest initramfs from Debian's binaries"
+	@echo "  make image       build the guest tools and initramfs from Debian's binaries"
+	@echo "  make tools-check C unit tests of the guest tools (tools/)"
 	@echo "  make checkpatch  scripts/checkpatch.pl --strict on every patch of the series"
 	@echo "  make test        everything above, then the pytest suite"
 	@echo "  make demo        boot a guest and show what the patched kernel offers"
@@ -49,8 +52,15 @@ kernel: deps
 
 image: deps $(IMAGE)
 
-$(IMAGE): $(IMAGE_INPUTS)
-	guest-image/mkinitramfs $@
+$(IMAGE): $(IMAGE_INPUTS) $(TOOLS)
+	guest-image/mkinitramfs $@ $(TOOLS)
+
+# The guest tools, static; tools/Makefile knows their sources.
+$(TOOLS) &: $(wildcard tools/*.c tools/*.h) tools/Makefile
+	$(MAKE) -C tools OUT=$(TOOLS_OUT)
+
+tools-check: deps
+	$(MAKE) -C tools OUT=$(TOOLS_OUT) check
 
 checkpatch: deps
 	@$(PY) -m dcblab.build patch >/dev/null
@@ -59,7 +69,7 @@ checkpatch: deps
 check-series: deps
 	$(PY) -m dcblab.build check-series
 
-test: kernel image checkpatch check-series
+test: kernel image tools-check checkpatch check-series
 	$(PY) -m pytest tests/; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests: failing" >&2; exit 1; fi; \
 	exit $$rc

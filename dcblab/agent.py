@@ -166,8 +166,8 @@ class Agent:
 
     # --- commands ----------------------------------------------------------
 
-    def exec(self, argv, *, input=None, timeout=30.0, env=None):
-        """Run argv in the guest; return a Result (never raises on rc)."""
+    def spawn(self, argv, *, input=None, env=None, timeout=30.0):
+        """Start argv in the guest without waiting; returns its guest pid."""
         args = {"path": argv[0], "arg": list(argv[1:]),
                 "capture-output": True}
         if input is not None:
@@ -175,7 +175,15 @@ class Agent:
             args["input-data"] = base64.b64encode(data).decode()
         if env is not None:
             args["env"] = [f"{k}={v}" for k, v in env.items()]
-        pid = self.call("guest-exec", args, timeout=timeout)["pid"]
+        return self.call("guest-exec", args, timeout=timeout)["pid"]
+
+    def exec(self, argv, *, input=None, timeout=30.0, env=None):
+        """Run argv in the guest; return a Result (never raises on rc)."""
+        pid = self.spawn(argv, input=input, env=env, timeout=timeout)
+        return self.wait(pid, argv, timeout)
+
+    def wait(self, pid, argv, timeout=30.0):
+        """Collect a spawned process: its Result once it exited."""
         deadline = time.monotonic() + timeout
         delay = 0.0005
         while True:

@@ -14,6 +14,7 @@ The namespace's ``lo`` carries the lab's run id as its alias
 
 import hashlib
 import json
+import subprocess
 
 from .cmd import CmdError, run
 
@@ -101,6 +102,24 @@ class Wire:
         """Remove the namespace; its taps go with it. Idempotent."""
         if self.netns in list_netns():
             run(["ip", "netns", "del", self.netns], check=False)
+
+    def capture(self, nic, path, count, bpf=()):
+        """tcpdump on NIC's tap (the host side of its link) to a pcap file.
+
+        Returns the running Popen once tcpdump listens; it exits after
+        ``count`` frames matching the BPF words ``bpf``.
+        """
+        proc = subprocess.Popen(
+            ["ip", "netns", "exec", self.netns, "tcpdump", "-i",
+             self.tap(nic), "-w", str(path), "-U", "-n", "-s", "0",
+             "-c", str(count), *bpf],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for line in proc.stderr:
+            if "listening on" in line:
+                return proc
+        proc.wait()
+        raise CmdError(proc.args, proc.returncode, "", "tcpdump exited "
+                       "before listening")
 
     def counters(self, nic):
         """Host-side tap counters: frames the guest sent (rx) and got (tx)."""

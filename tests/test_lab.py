@@ -78,16 +78,9 @@ def test_pcp_5_frame_on_vlan_crosses_the_wire_with_pcp_5(lab, undo, tmp_path):
     lab.h1.write(f"{cg}/net_prio.ifpriomap", f"{dev1} {pcp}")
 
     pcap_file = tmp_path / "l1.pcap"
-    cap = subprocess.Popen(
-        ["ip", "netns", "exec", lab.wire.netns, "tcpdump", "-i",
-         lab.wire.tap(h1nic), "-w", str(pcap_file), "-U", "-n", "-c",
-         str(count), "vlan", str(vlan.id), "and", "icmp[icmptype] == 8"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    cap = lab.wire.capture(h1nic, pcap_file, count,
+                           ["vlan", str(vlan.id), "and", "icmp[icmptype] == 8"])
     undo.callback(lambda: cap.poll() is None and cap.kill())
-    # tcpdump says "listening on" once its socket is bound.
-    for line in cap.stderr:
-        if "listening on" in line:
-            break
     dst = _addr(next(v for v in h2nic.vlans if v.id == vlan.id).ipv4)
     lab.h1.run(["sh", "-c", f"echo $$ > {cg}/cgroup.procs && exec ping -4 "
                 f"-c {count} -i 0.05 -W 2 -q {dst}"])

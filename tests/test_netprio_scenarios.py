@@ -1,0 +1,312 @@
+"""net_prio end to end: cgroup priority on h1 -> TC on h1, PCP on h2.
+
+Every scenario runs on the baseline of two-hosts (eth0.100 with identity
+egress-qos-map, so skb priority N leaves as PCP N) plus the traffic-class
+baseline of the `classes` fixture: mqprio with 8 TCs on h1's eth0 (priority
+N -> TC N, one queue each) and flower vlan_prio counters on h2's eth0.
+Expected counts come from each scenario's own parameters.
+"""
+
+import pytest
+
+from dcblab import pcap
+from dcblab.traffic import (NETCLS, NETPRIO, Sink, TraceCounter, cgroup,
+                            mqprio, pcp_filters, pcp_packets, queue_packets,
+                            send)
+
+VID = 100
+VLAN_DEV = f"eth0.{VID}"
+
+
+@pytest.fixture
+def classes(lab):
+    mqprio(lab.h1, "eth0")
+    pcp_filters(lab.h2, "eth0", VID)
+    # Resolve h2's VLAN address first: while ARP is pending the kernel
+    # queues only unres_qlen_bytes of frames and drops the rest (seen: 424
+    # of a 1000-frame burst lost).
+    lab.h1.run(["ping", "-c", "1", "-W", "2", _dst(lab)])
+    return lab
+
+
+def _dst(lab, family="ipv4"):
+    nic = lab.topology.host("h2").nics[0]
+    vlan = next(v for v in nic.vlans if v.id == VID)
+    return str(getattr(vlan, family).ip)
+
+
+def _flow(sink_result, flow):
+    return next(f for f in sink_result["flows"] if f["flow"] == flow)
+
+
+def _cgwrite(guest, path, value):
+    return guest.run(["cgwrite", path, value], check=False)
+
+
+# --- 1: prioidx ---------------------------------------------------------------
+
+def test_each_new_cgroup_gets_a_distinct_prioidx_and_root_has_1(lab):
+    root = int(lab.h1.read(f"{NETPRIO}/net_prio.prioidx"))
+    # The kernel's css ids start at 1 for the root of each hierarchy.
+    assert root == 1
+    ids = [cgroup(lab.h1, NETPRIO, f"idx{i}")[1] for i in range(4)]
+    ids.append(cgroup(lab.h1, NETPRIO, "idx0/nested")[1])
+    assert len(set(ids)) == len(ids)
+    assert root not in ids
+
+
+# --- 2: ifpriomap parsing -----------------------------------------------------
+
+def test_ifpriomap_line_sets_priority_for_that_device_only(lab):
+    path, _ = cgroup(lab.h1, NETPRIO, "map")
+    assert _cgwrite(lab.h1, f"{path}/net_prio.ifpriomap",
+                    f"{VLAN_DEV} 5").rc == 0
+    rows = dict(line.split() for line in
+                lab.h1.read(f"{path}/net_prio.ifpriomap").splitlines())
+    assert rows[VLAN_DEV] == "5"
+    assert rows["eth0"] == "0" and rows["lo"] == "0"
+
+
+@pytest.mark.parametrize("line", [VLAN_DEV, f"{VLAN_DEV} five", "\n", " 5",
+                                  f"{VLAN_DEV} -1"],
+                         ids=["no-priority", "word", "newline", "no-device",
+                              "negative"])
+def test_malformed_ifpriomap_line_is_einval(lab, line):
+    path, _ = cgroup(lab.h1, NETPRIO, "bad")
+    res = _cgwrite(lab.h1, f"{path}/net_prio.ifpriomap", line)
+    assert res.rc == 1
+    assert "EINVAL" in res.stderr, res.stderr
+
+
+def test_ifpriomap_for_unknown_device_is_enodev(lab):
+    path, _ = cgroup(lab.h1, NETPRIO, "nodev")
+    res = _cgwrite(lab.h1, f"{path}/net_prio.ifpriomap", "nosuch0 3")
+    assert res.rc == 1
+    assert "ENODEV" in res.stderr, res.stderr
+
+
+def test_device_created_after_map_was_written_starts_at_0(lab):
+    path, _ = cgroup(lab.h1, NETPRIO, "later")
+    assert _cgwrite(lab.h1, f"{path}/net_prio.ifpriomap",
+                    f"{VLAN_DEV} 6").rc == 0
+    lab.h1.run(["ip", "link", "add", "late0", "type", "dummy"])
+    rows = lab.h1.read(f"{path}/net_prio.ifpriomap").splitlines()
+    assert "late0 0" in rows and f"{VLAN_DEV} 6" in rows
+
+
+# --- 3: two cgroups at once ---------------------------------------------------
+
+def test_two_cgroups_sending_at_once_keep_their_pcp_and_tc(classes):
+    lab = classes
+    per_flow = 50_000
+    prios = {1: 2, 2: 5}           # flow -> cgroup priority on eth0.100
+    total = per_flow * len(prios)
+    paths, counters = {}, {}
+    for flow, prio in prios.items():
+        paths[flow], idx = cgroup(lab.h1, NETPRIO, f"flow{flow}")
+        assert _cgwrite(lab.h1, f"{paths[flow]}/net_prio.ifpriomap",
+                        f"{VLAN_DEV} {prio}").rc == 0
+        counters[flow] = TraceCounter(
+            lab.h1, f"flow{flow}",
+            f'name == "{VLAN_DEV}" && prioidx == {idx} && applied == 1 && '
+            f"new_priority == {prio}")
+    queues_before = queue_packets(lab.h1, "eth0")
+    sink = Sink(lab.h2, "eth0", count=total, timeout=120, idle=5)
+
+    running = [send(lab.h1, _dst(lab), spawn=True, count=per_flow,
+                    flow=flow, cgroup=paths[flow]) for flow in prios]
+    for pid, argv in running:
+        res = lab.h1.vm.agent.wait(pid, argv, timeout=120)
+        assert res.rc == 0, res.stderr
+    got = sink.result()
+
+    queues = queue_packets(lab.h1, "eth0")
+    pcps = pcp_packets(lab.h2, "eth0")
+    for flow, prio in prios.items():
+        f = _flow(got, flow)
+        assert f["pcp"] == {str(prio): per_flow}, f     # 0 misclassified
+        assert (f["received"], f["lost"], f["duplicates"]) == (per_flow, 0, 0)
+        assert pcps[prio] == per_flow                  # flower agrees
+        assert queues[prio] - queues_before.get(prio, 0) == per_flow
+        assert counters[flow].count() == per_flow      # tracepoint agrees
+
+
+# --- 4: SO_PRIORITY -----------------------------------------------------------
+
+def test_so_priority_set_by_the_application_overrides_cgroup_priority(
+        classes):
+    lab = classes
+    count, cg_prio, so_prio = 2000, 2, 6
+    path, idx = cgroup(lab.h1, NETPRIO, "so")
+    assert _cgwrite(lab.h1, f"{path}/net_prio.ifpriomap",
+                    f"{VLAN_DEV} {cg_prio}").rc == 0
+    # Only eth0.100's decisions: eth0 may have a map too (any earlier
+    # nonzero ifpriomap entry allocates one, and it is never freed).
+    skipped = TraceCounter(lab.h1, "so", f'name == "{VLAN_DEV}" && '
+                           f"prioidx == {idx} && applied == 0 && "
+                           f"old_priority == {so_prio}")
+    sink = Sink(lab.h2, "eth0", count=count, timeout=60, idle=3)
+    send(lab.h1, _dst(lab), count=count, cgroup=path, so_priority=so_prio)
+    f = _flow(sink.result(), 1)
+    assert f["pcp"] == {str(so_prio): count}
+    assert pcp_packets(lab.h2, "eth0")[so_prio] == count
+    assert skipped.count() == count
+
+
+# --- 5: hierarchy -------------------------------------------------------------
+
+def test_child_inherits_parent_map_at_creation_but_not_later_changes(classes):
+    lab = classes
+    count, first, second = 500, 3, 4
+    parent, _ = cgroup(lab.h1, NETPRIO, "parent")
+    assert _cgwrite(lab.h1, f"{parent}/net_prio.ifpriomap",
+                    f"{VLAN_DEV} {first}").rc == 0
+    child, _ = cgroup(lab.h1, NETPRIO, "parent/child")
+    assert f"{VLAN_DEV} {first}" in \
+        lab.h1.read(f"{child}/net_prio.ifpriomap").splitlines()
+    assert _cgwrite(lab.h1, f"{parent}/net_prio.ifpriomap",
+                    f"{VLAN_DEV} {second}").rc == 0
+    assert f"{VLAN_DEV} {first}" in \
+        lab.h1.read(f"{child}/net_prio.ifpriomap").splitlines()
+
+    sink = Sink(lab.h2, "eth0", count=2 * count, timeout=60, idle=3)
+    send(lab.h1, _dst(lab), count=count, flow=1, cgroup=child)
+    send(lab.h1, _dst(lab), count=count, flow=2, cgroup=parent)
+    got = sink.result()
+    assert _flow(got, 1)["pcp"] == {str(first): count}
+    assert _flow(got, 2)["pcp"] == {str(second): count}
+
+
+# --- 6: moving mid-stream -----------------------------------------------------
+
+def test_moving_a_process_mid_stream_retags_its_open_socket(classes):
+    """net_prio_attach() rewrites the prioidx of every socket the moved
+    process holds, so the PCP switches at the move. Surprise documented:
+    the mqprio TC does not follow. The connected UDP socket cached its TX
+    queue (sk_tx_queue_mapping) with the first frame, and netdev_pick_tx()
+    keeps using a cached queue, so every frame stays in the first TC."""
+    lab = classes
+    count, before, after = 4000, 2, 5
+    a, _ = cgroup(lab.h1, NETPRIO, "before")
+    b, _ = cgroup(lab.h1, NETPRIO, "after")
+    for path, prio in ((a, before), (b, after)):
+        assert _cgwrite(lab.h1, f"{path}/net_prio.ifpriomap",
+                        f"{VLAN_DEV} {prio}").rc == 0
+    queues_before = queue_packets(lab.h1, "eth0")
+    sink = Sink(lab.h2, "eth0", count=count, timeout=60, idle=3)
+    sent = send(lab.h1, _dst(lab), count=count, cgroup=a, move_to=b,
+                move_after=count // 2)
+    assert sent["moved_at"] == count // 2
+    f = _flow(sink.result(), 1)
+    assert f["pcp"] == {str(before): count // 2, str(after): count // 2}
+    assert (f["lost"], f["reordered"]) == (0, 0)
+    queues = queue_packets(lab.h1, "eth0")
+    delta = {q: n - queues_before.get(q, 0) for q, n in queues.items()}
+    assert delta[before] == count
+    assert delta[after] == 0
+
+
+# --- 7: lower device vs VLAN device -------------------------------------------
+
+@pytest.mark.parametrize(
+    "maps, wire_pcp, tc",
+    [
+        # Only the lower device mapped: the VLAN device tags first (its
+        # skb->priority is still 0), eth0's map then picks the TC.
+        ({"eth0": 6}, 0, 6),
+        # Only the VLAN device mapped: tag and TC both follow it.
+        ({VLAN_DEV: 3}, 3, 3),
+        # Both: the VLAN device decides; on eth0 the priority is already
+        # set, so skb_update_prio() leaves it alone.
+        ({VLAN_DEV: 3, "eth0": 6}, 3, 3),
+    ],
+    ids=["lower-only", "vlan-only", "both"])
+def test_which_device_map_decides_pcp_and_tc(classes, undo, tmp_path, maps,
+                                             wire_pcp, tc):
+    lab = classes
+    count = 200
+    path, _ = cgroup(lab.h1, NETPRIO, "which")
+    for dev, prio in maps.items():
+        assert _cgwrite(lab.h1, f"{path}/net_prio.ifpriomap",
+                        f"{dev} {prio}").rc == 0
+    h1nic = lab.topology.host("h1").nics[0]
+    pcap_file = tmp_path / "l1.pcap"
+    cap = lab.wire.capture(h1nic, pcap_file, count,
+                           ["vlan", str(VID), "and", "udp", "port", "9000"])
+    undo.callback(lambda: cap.poll() is None and cap.kill())
+    queues_before = queue_packets(lab.h1, "eth0")
+    sink = Sink(lab.h2, "eth0", count=count, timeout=60, idle=3)
+    send(lab.h1, _dst(lab), count=count, cgroup=path)
+    got = _flow(sink.result(), 1)
+    cap.wait(timeout=20)
+
+    tags = [pcap.vlan_tag(fr) for fr in pcap.read_frames(pcap_file)]
+    assert tags == [(VID, wire_pcp, 0x0800)] * count
+    assert got["pcp"] == {str(wire_pcp): count}
+    queues = queue_packets(lab.h1, "eth0")
+    assert queues[tc] - queues_before.get(tc, 0) == count
+
+
+# --- 8: network namespaces ------------------------------------------------------
+
+def test_ifpriomap_sees_only_devices_of_the_initial_netns(lab):
+    """net_prio resolves names with dev_get_by_name(&init_net, ...) and
+    lists init_net's devices only: a device moved into another netns can
+    neither be mapped nor be seen, until it comes back."""
+    h1 = lab.h1
+    path, _ = cgroup(h1, NETPRIO, "netns")
+    h1.run(["ip", "netns", "add", "ns1"])
+    h1.run(["ip", "link", "add", "vx0", "type", "veth", "peer", "name", "vx1"])
+    h1.run(["ip", "link", "set", "vx1", "netns", "ns1"])
+    res = _cgwrite(h1, f"{path}/net_prio.ifpriomap", "vx1 4")
+    assert res.rc == 1 and "ENODEV" in res.stderr, res.stderr
+    devs = [line.split()[0] for line in
+            h1.read(f"{path}/net_prio.ifpriomap").splitlines()]
+    assert "vx0" in devs and "vx1" not in devs
+    # Read by a process inside ns1, the file still lists init_net's
+    # devices. (nsenter, not `ip netns exec`: that mounts a fresh /sys and
+    # hides the cgroup hierarchies.)
+    inside = h1.run(["nsenter", "--net=/run/netns/ns1", "cat",
+                     f"{path}/net_prio.ifpriomap"]).stdout.split()
+    assert "vx0" in inside and "vx1" not in inside
+
+    h1.run(["ip", "-n", "ns1", "link", "set", "vx1", "netns", "1"])
+    assert _cgwrite(h1, f"{path}/net_prio.ifpriomap", "vx1 4").rc == 0
+
+
+# --- 9: net_cls beside net_prio -------------------------------------------------
+
+def test_net_cls_classid_with_cls_cgroup_steers_like_net_prio(classes):
+    """Same traffic, two controllers: flow 1 from a net_prio cgroup mapped
+    to priority 2; flow 2 from a net_cls cgroup whose classid a cls_cgroup
+    filter on eth0.100 egress turns into priority 5 (skbedit). Both land in
+    their TC and PCP. A process in both cgroups (flow 3) gets the filter's
+    priority: tc egress runs after skb_update_prio()."""
+    lab = classes
+    count, prio_np, prio_cls = 1000, 2, 5
+    np_path, _ = cgroup(lab.h1, NETPRIO, "np")
+    assert _cgwrite(lab.h1, f"{np_path}/net_prio.ifpriomap",
+                    f"{VLAN_DEV} {prio_np}").rc == 0
+    cls_path, _ = cgroup(lab.h1, NETCLS, "cls")
+    lab.h1.write(f"{cls_path}/net_cls.classid", "0x100001")
+    lab.h1.run(["tc", "qdisc", "add", "dev", VLAN_DEV, "clsact"])
+    # cls_cgroup takes a handle; it matches any skb whose socket has a
+    # non-zero classid.
+    lab.h1.run(["tc", "filter", "add", "dev", VLAN_DEV, "egress", "pref",
+                "1", "handle", "1", "cgroup", "action", "skbedit",
+                "priority", str(prio_cls)])
+    queues_before = queue_packets(lab.h1, "eth0")
+    sink = Sink(lab.h2, "eth0", count=3 * count, timeout=60, idle=3)
+    send(lab.h1, _dst(lab), count=count, flow=1, cgroup=np_path)
+    send(lab.h1, _dst(lab), count=count, flow=2, cgroup=cls_path)
+    # One process in both hierarchies: joining net_cls needs its own pid.
+    lab.h1.run(["sh", "-c", f"echo $$ > {cls_path}/cgroup.procs && exec "
+                f"priosend -j --count {count} --flow 3 --cgroup {np_path} "
+                f"{_dst(lab)}"])
+    got = sink.result()
+    assert _flow(got, 1)["pcp"] == {str(prio_np): count}
+    assert _flow(got, 2)["pcp"] == {str(prio_cls): count}
+    assert _flow(got, 3)["pcp"] == {str(prio_cls): count}
+    queues = queue_packets(lab.h1, "eth0")
+    assert queues[prio_np] - queues_before.get(prio_np, 0) == count
+    assert queues[prio_cls] - queues_before.get(prio_cls, 0) == 2 * count
