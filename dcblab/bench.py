@@ -9,8 +9,10 @@ import time
 
 from . import paths, wire
 from .accel import choose_accel
+from .guest import Guest
 from .lab import Lab, _qemu_pids, run_root
 from .topology import load
+from .traffic import two_cgroups_at_once
 from .vm import Vm, VmSpec
 
 __all__ = ["bench"]
@@ -107,6 +109,13 @@ def bench(args, say):
                     mem.append(int(kv["MemTotal"].split()[0])
                                - int(kv["MemAvailable"].split()[0]))
                     rss.append(_rss_kib(vm.pid))
+                h2 = lab.vms[topo.hosts[1].name]
+                peer = topo.hosts[1].nics[0]
+                dst = str(next(v for v in peer.vlans if v.id == 100).ipv4.ip)
+                say(f"bench: {args.frames} frames from two cgroups")
+                flows, pps = two_cgroups_at_once(
+                    Guest(h1), Guest(h2), lab.wire, topo.hosts[0].nics[0],
+                    dst, {1: 2, 2: 5}, args.frames // 2)
         finally:
             lab.down()
         cycle_s.append(time.monotonic() - t0)
@@ -125,6 +134,12 @@ def bench(args, say):
          "max over VMs of MemTotal - MemAvailable after baseline"),
         ("QEMU RSS on the host", f"{max(rss) // 1024} MiB",
          "max over VMs, VmRSS after baseline"),
+        ("classified frames/s", f"{pps:.0f}",
+         f"h1 -> h2, {args.frames} UDP frames from 2 cgroups at once, "
+         "counted by priosink"),
+        ("misclassified", f"{sum(r['misclassified'] for r in flows)}",
+         f"of {sum(r['received'] for r in flows)} received "
+         f"({sum(r['lost'] for r in flows)} lost)"),
         ("up/down cycle", f"{med(cycle_s):.2f} s",
          f"median of {len(cycle_s)} cycles"),
         ("cycles that leaked", f"{leaks}",

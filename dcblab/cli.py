@@ -297,6 +297,8 @@ def main(argv=None):
                    help="two-VM up/down cycles (default 20)")
     p.add_argument("--execs", type=int, default=200,
                    help="guest-exec round trips to time (default 200)")
+    p.add_argument("--frames", type=int, default=100_000,
+                   help="frames of the classification run (default 10^5)")
     p.add_argument("--no-cold-build", action="store_true",
                    help="skip the cold kernel build (minutes)")
     p.set_defaults(func=cmd_bench)

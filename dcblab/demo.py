@@ -2,13 +2,40 @@
 
 import os
 import re
+import tempfile
 import time
 
 from . import paths
+from .guest import Guest
 from .lab import Lab
 from .topology import load
+from .traffic import two_cgroups_at_once
 
 __all__ = ["demo"]
+
+PRIOS = {1: 2, 2: 5}      # flow -> net_prio priority of its cgroup
+PER_FLOW = 50_000
+VLAN_DEV = "eth0.100"
+
+
+def _fmt(counts):
+    return ", ".join(f"{k}:{v}" for k, v in sorted(counts.items(),
+                                                    key=lambda kv: str(kv[0])))
+
+
+def _table(say, rows, prios):
+    head = ("cgroup", "net_prio map", "TC on h1", "PCP on wire",
+            "PCP:count on h2", "lost", "misclassified")
+    cells = [head]
+    for r in rows:
+        prio = prios[r["flow"]]
+        cells.append((r["cgroup"].rsplit("/", 1)[-1], r["map"],
+                      f"TC{prio}: {r['tc_h1'].get(prio, 0)}",
+                      _fmt(r["wire_pcp"]) or "-", _fmt(r["pcp_h2"]) or "-",
+                      str(r["lost"]), str(r["misclassified"])))
+    widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
+    for c in cells:
+        say("  " + "  ".join(x.ljust(w) for x, w in zip(c, widths)))
 
 
 def _controllers(vm):
@@ -62,6 +89,17 @@ def demo(say, topology=None, name="demo"):
         targets += [str(v.ipv4.ip) for v in peer.vlans if v.ipv4]
         for dst in targets:
             say(f"  {_ping(h1, dst)}")
+        say(f"\nscenario: two cgroups on {h1.name} send at once; net_prio "
+            f"maps them to priorities {PRIOS[1]} and {PRIOS[2]} on "
+            f"{VLAN_DEV} ({PER_FLOW} frames each) ...")
+        g1, g2 = Guest(h1), Guest(h2)
+        with tempfile.TemporaryDirectory(prefix="dcblab-demo-") as d:
+            rows, pps = two_cgroups_at_once(
+                g1, g2, lab.wire, topo.host(h1.name).nics[0],
+                str(next(v for v in peer.vlans if v.id == 100).ipv4.ip),
+                PRIOS, PER_FLOW, VLAN_DEV, capture=f"{d}/l1.pcap")
+        _table(say, rows, PRIOS)
+        say(f"  {pps:.0f} classified frames/s guest to guest")
         splats = [s for vm in lab.vms.values()
                   for s in vm.console.splats(since=0)]
     finally:

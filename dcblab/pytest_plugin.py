@@ -17,16 +17,15 @@ Hooks
 import concurrent.futures
 import contextlib
 import os
-import time
 
 import pytest
 
 from . import paths
+from .guest import Guest
 from .lab import Lab, reap
 from .topology import load
-from .vm import Vm
 
-__all__ = ["Guest", "LabHandle", "running_vms", "TOPOLOGY"]
+__all__ = ["LabHandle", "running_vms", "TOPOLOGY"]
 
 TOPOLOGY = paths.ROOT / "topology" / "two-hosts.toml"
 
@@ -35,38 +34,6 @@ _vms = []
 
 def running_vms():
     return [vm for vm in _vms if vm.alive()]
-
-
-class Guest:
-    """A VM as tests use it: run() records each command for the report."""
-
-    def __init__(self, vm: Vm):
-        self.vm = vm
-        self.name = vm.name
-        self.history = []
-
-    def run(self, argv, *, check=True, **kw):
-        t0 = time.monotonic()
-        try:
-            res = self.vm.agent.run(argv, check=check, **kw)
-        except Exception as e:
-            self.history.append(f"{self.name}$ {_quote(argv)}  -> {e!r:.300}")
-            raise
-        self.history.append(f"{self.name}$ {_quote(argv)}  -> rc {res.rc} "
-                            f"({(time.monotonic() - t0) * 1000:.0f} ms)")
-        return res
-
-    def read(self, path):
-        return self.vm.agent.read_file(path).decode(errors="replace")
-
-    def write(self, path, data):
-        self.history.append(f"{self.name}: write {path!r} <- {data!r:.200}")
-        self.vm.agent.write_file(path, data)
-
-
-def _quote(argv):
-    return " ".join(a if a and all(c.isalnum() or c in "-_./=:,@%+" for c in a)
-                    else repr(a) for a in argv)
 
 
 def _need_images():

@@ -7,10 +7,13 @@ per PCP, independently of ``priosink`` (our AF_PACKET counter).
 """
 
 import json
+import signal
+import subprocess
 import time
 
 __all__ = ["NETPRIO", "NETCLS", "mqprio", "queue_packets", "pcp_filters",
-           "pcp_packets", "Sink", "send", "TraceCounter", "cgroup"]
+           "pcp_packets", "Sink", "send", "TraceCounter", "cgroup",
+           "two_cgroups_at_once"]
 
 NETPRIO = "/sys/fs/cgroup/net_prio"
 NETCLS = "/sys/fs/cgroup/net_cls"
@@ -164,3 +167,84 @@ class TraceCounter:
 
     def stop(self):
         self.guest.write(f"{self.dir}/{_EVENT}/enable", "0")
+
+
+def _wire_pcp_per_flow(pcap_file):
+    """{flow: {pcp: frames}} of priosend's UDP frames in a capture."""
+    from . import pcap
+    counts = {}
+    for frame in pcap.read_frames(pcap_file):
+        tag = pcap.vlan_tag(frame)
+        if not tag or tag[2] != 0x0800:
+            continue
+        ihl = (frame[18] & 0x0F) * 4
+        payload = frame[18 + ihl + 8:]
+        if payload[:4] != b"DCB1":
+            continue
+        flow = int.from_bytes(payload[4:8], "big")
+        per = counts.setdefault(flow, {})
+        per[tag[1]] = per.get(tag[1], 0) + 1
+    return counts
+
+
+def two_cgroups_at_once(h1, h2, wire, h1nic, dst, prios, per_flow,
+                        vlan_dev="eth0.100", capture=None):
+    """Scenario 3 as a measurement: one cgroup per flow, all sending at once.
+
+    prios is {flow: priority}; returns one row per flow with the cgroup,
+    its map, the TC on h1 (mqprio queue counters), the PCP on the wire (a
+    capture on the host side, when ``capture`` names a pcap file), the PCP
+    and count on h2 (priosink) and the misclassified frames, plus the
+    guest-to-guest classified frames per second.
+    """
+    mqprio(h1, "eth0")
+    pcp_filters(h2, "eth0", int(vlan_dev.split(".")[1]))
+    h1.run(["ping", "-c", "1", "-W", "2", dst])  # resolve ARP first
+    paths = {}
+    for flow, prio in prios.items():
+        paths[flow], _ = cgroup(h1, NETPRIO, f"flow{flow}")
+        h1.run(["cgwrite", f"{paths[flow]}/net_prio.ifpriomap",
+                f"{vlan_dev} {prio}"])
+    total = per_flow * len(prios)
+    cap = None
+    if capture:
+        cap = wire.capture(h1nic, capture, total,
+                           ["vlan", "and", "udp", "port", "9000"])
+    before = queue_packets(h1, "eth0")
+    sink = Sink(h2, "eth0", count=total, timeout=300, idle=5)
+    t0 = time.monotonic()
+    running = [send(h1, dst, spawn=True, count=per_flow, flow=flow,
+                    cgroup=paths[flow]) for flow in prios]
+    for pid, argv in running:
+        res = h1.vm.agent.wait(pid, argv, timeout=300)
+        if res.rc != 0:
+            raise AssertionError(f"priosend exited {res.rc}: {res.stderr}")
+    got = sink.result()
+    seconds = time.monotonic() - t0
+    wire_pcp = {}
+    if cap:
+        try:
+            cap.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            # tcpdump missed frames and waits for more: stop it, keep the
+            # file; the table then shows fewer captured than sent.
+            cap.send_signal(signal.SIGINT)
+            cap.wait(timeout=10)
+        wire_pcp = _wire_pcp_per_flow(capture)
+    after = queue_packets(h1, "eth0")
+    tcs = {q: after[q] - before.get(q, 0) for q in after}
+    rows = []
+    for flow, prio in prios.items():
+        f = next((x for x in got["flows"] if x["flow"] == flow),
+                 {"received": 0, "pcp": {}, "lost": per_flow})
+        right = f["pcp"].get(str(prio), 0)
+        rows.append({
+            "flow": flow, "cgroup": paths[flow],
+            "map": f"{vlan_dev} {prio}",
+            "tc_h1": {tc: n for tc, n in tcs.items() if n},
+            "wire_pcp": wire_pcp.get(flow, {}),
+            "pcp_h2": f["pcp"], "received": f["received"],
+            "lost": f["lost"], "misclassified": f["received"] - right,
+        })
+    classified = sum(r["received"] - r["misclassified"] for r in rows)
+    return rows, classified / seconds if seconds else 0.0

@@ -85,7 +85,10 @@ class Wire:
                     mq = ["multi_queue"] if link.queues > 1 else []
                     self._ip("tuntap", "add", "dev", self.tap(nic), "mode",
                              "tap", *mq)
-                    self._ip("link", "set", self.tap(nic), "up")
+                    # A deep queue toward each guest: a burst from one
+                    # guest must wait for the other's vCPU, not be dropped.
+                    self._ip("link", "set", self.tap(nic), "txqueuelen",
+                             "10000", "up")
                 for src, dst in ((link.a, link.b), (link.b, link.a)):
                     run(["tc", "-n", self.netns, "qdisc", "add", "dev",
                          self.tap(src), "ingress"])

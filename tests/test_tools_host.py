@@ -1,0 +1,199 @@
+"""priosend, priosink and cgwrite are plain C: tested on the host too.
+
+Usage handling runs the binaries directly; traffic runs across a veth pair
+between two network namespaces this module creates (names dcblab-tl<pid>a
+and ...b, lo alias dcblab-run:tools<pid>, so `dcblab reap` recognises
+them) and always deletes.
+"""
+
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from dcblab.paths import ROOT
+
+PID = os.getpid()
+NS_A, NS_B = f"dcblab-tl{PID}a", f"dcblab-tl{PID}b"
+V4_A, V4_B = "203.0.113.65", "203.0.113.66"
+V6_A, V6_B = "2001:db8:ee::1", "2001:db8:ee::2"
+
+
+@pytest.fixture(scope="module")
+def tools(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tools")
+    r = subprocess.run(["make", "-s", "-C", str(ROOT / "tools"),
+                        f"OUT={out}"], capture_output=True, text=True)
+    assert r.returncode == 0, f"tools did not build:\n{r.stdout}{r.stderr}"
+    return out
+
+
+def _run(argv, **kw):
+    return subprocess.run([str(a) for a in argv], capture_output=True,
+                          text=True, timeout=60, **kw)
+
+
+@pytest.fixture(scope="module")
+def veth(tools):
+    def ip(*args):
+        subprocess.run(["ip", *args], check=True, capture_output=True)
+
+    try:
+        for ns in (NS_A, NS_B):
+            ip("netns", "add", ns)
+            ip("-n", ns, "link", "set", "lo", "alias", f"dcblab-run:tools{PID}")
+            ip("-n", ns, "link", "set", "lo", "up")
+        ip("-n", NS_A, "link", "add", "va", "type", "veth", "peer", "name",
+           "vb", "netns", NS_B)
+        for ns, dev, v4, v6 in ((NS_A, "va", V4_A, V6_A),
+                                (NS_B, "vb", V4_B, V6_B)):
+            ip("-n", ns, "addr", "add", f"{v4}/26", "dev", dev)
+            ip("-n", ns, "addr", "add", f"{v6}/64", "dev", dev, "nodad")
+            ip("-n", ns, "link", "set", dev, "up")
+        mac_b = json.loads(subprocess.run(
+            ["ip", "-n", NS_B, "-j", "link", "show", "vb"], check=True,
+            capture_output=True, text=True).stdout)[0]["address"]
+        yield {"tools": tools, "mac_b": mac_b}
+    finally:
+        for ns in (NS_A, NS_B):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def _sink(veth, *args, timeout=10):
+    ready = veth["tools"] / f"ready-{time.monotonic_ns()}"
+    proc = subprocess.Popen(
+        ["ip", "netns", "exec", NS_B, str(veth["tools"] / "priosink"), "-j",
+         "-i", "vb", "-t", str(timeout), "-R", str(ready), *map(str, args)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 10
+    while not ready.exists():
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline, "priosink never became ready"
+        time.sleep(0.01)
+    return proc
+
+
+def _send(veth, *args):
+    r = _run(["ip", "netns", "exec", NS_A, veth["tools"] / "priosend", "-j",
+              *args])
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def _collect(proc):
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    return json.loads(out)
+
+
+def _flow(result, flow):
+    return next(f for f in result["flows"] if f["flow"] == flow)
+
+
+def test_c_unit_tests_pass(tools):
+    r = _run(["make", "-s", "-C", ROOT / "tools", f"OUT={tools}", "check"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip().splitlines()[-1].endswith(" passed, 0 failed")
+
+
+@pytest.mark.parametrize("tool", ["priosend", "priosink", "cgwrite"])
+def test_help_exits_0_with_usage(tools, tool):
+    r = _run([tools / tool, "-h"])
+    assert r.returncode == 0 and r.stdout.startswith("usage:")
+
+
+@pytest.mark.parametrize("args", [
+    ["--count", "0", "192.0.2.1"],
+    ["--size", "23", "192.0.2.1"],
+    ["--rate", "-1", "192.0.2.1"],
+    ["--bogus", "192.0.2.1"],
+    [],
+    ["not-an-address"],
+    ["--mode", "raw", "-I", "lo", "02:00:00:00:00"],
+    ["--mode", "raw", "02:00:00:00:00:01"],
+], ids=["count-0", "size-23", "rate-negative", "unknown-option", "no-dest",
+        "bad-address", "bad-mac", "raw-without-interface"])
+def test_priosend_usage_error_exits_2(tools, args):
+    r = _run([tools / "priosend", *args])
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "try priosend -h" in r.stderr
+
+
+@pytest.mark.parametrize("args", [[], ["-i", "lo", "-t", "x"], ["-i"]])
+def test_priosink_usage_error_exits_2(tools, args):
+    assert _run([tools / "priosink", *args]).returncode == 2
+
+
+def test_priosend_into_missing_cgroup_fails_naming_it(tools):
+    r = _run([tools / "priosend", "--cgroup", "/nonexistent/cg",
+              "192.0.2.1"])
+    assert r.returncode == 1
+    assert "/nonexistent/cg" in r.stderr
+
+
+def test_cgwrite_reports_errno_by_name(tools, tmp_path):
+    r = _run([tools / "cgwrite", tmp_path / "no" / "file", "x"])
+    assert r.returncode == 1 and "ENOENT" in r.stderr
+    target = tmp_path / "f"
+    target.touch()  # cgwrite opens without O_CREAT, like a cgroup file
+    assert _run([tools / "cgwrite", target, "eth0 5"]).returncode == 0
+    assert target.read_text() == "eth0 5"
+
+
+@pytest.mark.parametrize("family, dst", [("ipv4", V4_B), ("ipv6", V6_B)])
+def test_udp_frames_all_arrive_in_order(veth, family, dst):
+    count = 2000
+    sink = _sink(veth, "-c", count)
+    sent = _send(veth, "--count", count, "--flow", 7, dst)
+    got = _collect(sink)
+    assert sent["sent"] == count
+    f = _flow(got, 7)
+    assert (f["received"], f["lost"], f["duplicates"], f["reordered"]) == \
+        (count, 0, 0, 0)
+    assert f["pcp"] == {"untagged": count}
+
+
+def test_raw_frames_to_peer_mac_arrive(veth):
+    count = 500
+    sink = _sink(veth, "-c", count)
+    _send(veth, "--mode", "raw", "-I", "va", "--count", count, veth["mac_b"])
+    f = _flow(_collect(sink), 1)
+    assert (f["received"], f["lost"]) == (count, 0)
+
+
+def test_two_flows_at_once_are_counted_apart(veth):
+    per_flow = 1000
+    sink = _sink(veth, "-c", 2 * per_flow)
+    procs = [subprocess.Popen(
+        ["ip", "netns", "exec", NS_A, str(veth["tools"] / "priosend"), "-j",
+         "--count", str(per_flow), "--flow", str(flow), V4_B],
+        stdout=subprocess.PIPE, text=True) for flow in (1, 2)]
+    for p in procs:
+        assert p.wait(timeout=60) == 0
+    got = _collect(sink)
+    for flow in (1, 2):
+        assert _flow(got, flow)["received"] == per_flow
+
+
+def test_so_priority_is_recorded_in_the_payload(veth):
+    count, prio = 300, 6
+    sink = _sink(veth, "-c", count)
+    sent = _send(veth, "--count", count, "--so-priority", prio, V4_B)
+    assert sent["so_priority"] == prio
+    assert _flow(_collect(sink), 1)["so_priority"] == {str(prio): count}
+
+
+def test_rate_paces_the_sender(veth):
+    count, rate = 200, 1000
+    sent = _send(veth, "--count", count, "--rate", rate, V4_B)
+    # A lower bound only: a slow machine may take longer, never less.
+    assert sent["elapsed_s"] >= (count - 1) / rate
+
+
+def test_priosink_stops_at_timeout_when_nothing_arrives(veth):
+    timeout = 0.5
+    got = _collect(_sink(veth, timeout=timeout))
+    assert got["frames"] == 0
+    assert got["elapsed_s"] >= timeout
