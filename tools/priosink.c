@@ -8,7 +8,6 @@
  * frame had on the wire is read even though the frame data lacks the tag.
  * Sequence numbers give loss, duplicates and reordering per flow.
  */
-#include "frame.h"
 #include "parse.h"
 #include "payload.h"
 #include "seqtrack.h"
@@ -17,8 +16,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <linux/if_ether.h>
 #include <linux/if_packet.h>
+#include <net/ethernet.h>
 #include <net/if.h>
 #include <poll.h>
 #include <signal.h>
@@ -29,45 +28,25 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_COUNT 1000000000000ull
-#define MAX_SECONDS 1e6
-/* Frames of flows beyond this many are counted as "other": a stray
- * sender must not make the sink eat the guest's memory. */
-#define MAX_FLOWS 4096
-#define RCVBUF (8 << 20)
-
-enum { OPT_IDLE = 256 };
-
-/* Counts per key (a VID or an SO_PRIORITY), kept sorted by key. */
-struct tally {
-	struct tally_entry {
-		uint32_t key;
-		uint64_t n;
-	} *e;
-	size_t len, cap;
-};
+#define MAX_FLOWS 64
+#define MAX_VIDS 16
+#define MAX_PRIOS 16
+#define UNTAGGED 8		/* pcp index of frames without a tag */
 
 struct flow {
 	uint32_t id;
 	struct seqtrack seq;
-	uint64_t pcp[FRAME_UNTAGGED + 1];
-	struct tally vid, prio;
+	uint64_t pcp[9];
+	uint16_t vid[MAX_VIDS];
+	uint64_t vid_count[MAX_VIDS];
+	int nvids;
+	uint32_t prio[MAX_PRIOS];
+	uint64_t prio_count[MAX_PRIOS];
+	int nprios;
 };
 
-struct sink {
-	const char *ifname;
-	struct frame_match match;
-	uint64_t count;
-	double timeout, idle;
-	const char *ready;
-	int json;
-
-	struct flow *flows;	/* sorted by id */
-	size_t nflows, cap;
-	uint64_t frames, other, drops;
-	double elapsed;
-};
-
+static struct flow flows[MAX_FLOWS];
+static int nflows;
 static volatile sig_atomic_t stop;
 
 static void on_signal(int sig)
@@ -82,19 +61,14 @@ static void usage(FILE *f)
 "usage: priosink [OPTIONS] -i IFACE\n"
 "Count priosend frames per flow and 802.1p PCP (from PACKET_AUXDATA).\n"
 "  -i, --interface IFACE   interface to read (required)\n"
-"  -c, --count N           stop after N matching frames, 0 = no limit "
-"(default 0)\n"
-"  -t, --timeout SEC       stop after SEC seconds, e.g. 2.5 (default 10)\n"
-"      --idle SEC          stop SEC seconds after the last matching frame,\n"
-"                          once one arrived; 0 = off (default 0)\n"
-"  -p, --port N            udp destination port to match (default %d)\n"
+"  -c, --count N           stop after N matching frames (0 = no limit)\n"
+"  -t, --timeout SEC       stop after SEC seconds (default 10)\n"
+"      --idle SEC          stop SEC seconds after the last frame (0 = off)\n"
+"  -p, --port N            udp port to match (default %d)\n"
 "  -E, --ethertype N       raw ethertype to match (default 0x%04x)\n"
-"  -R, --ready-file PATH   create PATH (empty) once the socket is bound\n"
-"  -j, --json              print one JSON object at the end\n"
-"  -h, --help              this text\n"
-"SIGINT and SIGTERM stop it; the result is printed all the same.\n"
-"Exit 0 when it ran (even if nothing arrived), 1 on runtime errors,\n"
-"2 on usage errors.\n", DEFAULT_PORT, DEFAULT_ETHERTYPE);
+"  -R, --ready-file PATH   create PATH once the socket is bound\n"
+"  -j, --json              print one JSON object\n"
+"  -h, --help              this text\n", DEFAULT_PORT, DEFAULT_ETHERTYPE);
 }
 
 static double now(void)
@@ -102,352 +76,162 @@ static double now(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static void *grow(void *p, size_t *cap, size_t size)
+static struct flow *flow_get(uint32_t id)
 {
-	size_t n = *cap ? *cap * 2 : 8;
-
-	p = realloc(p, n * size);
-	if (p)
-		*cap = n;
-	return p;
+	for (int i = 0; i < nflows; i++)
+		if (flows[i].id == id)
+			return &flows[i];
+	if (nflows == MAX_FLOWS)
+		return NULL;
+	flows[nflows].id = id;
+	seqtrack_init(&flows[nflows].seq);
+	return &flows[nflows++];
 }
 
-static int tally_add(struct tally *t, uint32_t key)
+static void count_vid(struct flow *f, int vid)
 {
-	size_t lo = 0, hi = t->len;
+	int i;
 
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-
-		if (t->e[mid].key < key)
-			lo = mid + 1;
-		else
-			hi = mid;
+	if (vid < 0)
+		return;
+	for (i = 0; i < f->nvids && f->vid[i] != vid; i++)
+		;
+	if (i == f->nvids) {
+		if (f->nvids == MAX_VIDS)
+			return;
+		f->vid[f->nvids++] = (uint16_t)vid;
 	}
-	if (lo < t->len && t->e[lo].key == key) {
-		t->e[lo].n++;
-		return 0;
-	}
-	if (t->len == t->cap) {
-		struct tally_entry *e = grow(t->e, &t->cap, sizeof(*e));
-
-		if (!e)
-			return -ENOMEM;
-		t->e = e;
-	}
-	memmove(&t->e[lo + 1], &t->e[lo], (t->len - lo) * sizeof(*t->e));
-	t->e[lo] = (struct tally_entry){ .key = key, .n = 1 };
-	t->len++;
-	return 0;
+	f->vid_count[i]++;
 }
 
-/* The flow with id, created if new; NULL (errno set) if it cannot be. */
-static struct flow *flow_get(struct sink *s, uint32_t id)
+static void count_prio(struct flow *f, uint32_t prio)
 {
-	size_t lo = 0, hi = s->nflows;
-	struct flow *f;
+	int i;
 
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-
-		if (s->flows[mid].id < id)
-			lo = mid + 1;
-		else
-			hi = mid;
+	for (i = 0; i < f->nprios && f->prio[i] != prio; i++)
+		;
+	if (i == f->nprios) {
+		if (f->nprios == MAX_PRIOS)
+			return;
+		f->prio[f->nprios++] = prio;
 	}
-	if (lo < s->nflows && s->flows[lo].id == id)
-		return &s->flows[lo];
-	if (s->nflows == MAX_FLOWS) {
-		errno = ERANGE;
+	f->prio_count[i]++;
+}
+
+/*
+ * The payload of frame (ethertype proto, network header at l3) or NULL:
+ * IPv4/UDP or IPv6/UDP to port, or the raw ethertype.
+ */
+static const uint8_t *find_payload(const uint8_t *l3, size_t len,
+				   uint16_t proto, uint16_t port,
+				   uint16_t ethertype, size_t *plen)
+{
+	const uint8_t *udp = NULL;
+	size_t left = 0;
+
+	if (proto == ethertype) {
+		*plen = len;
+		return l3;
+	}
+	if (proto == ETHERTYPE_IP && len >= 20 && (l3[0] >> 4) == 4) {
+		size_t ihl = (size_t)(l3[0] & 0xf) * 4;
+
+		if (l3[9] != 17 || ihl < 20 || len < ihl + 8)
+			return NULL;
+		udp = l3 + ihl;
+		left = len - ihl;
+	} else if (proto == ETHERTYPE_IPV6 && len >= 48 && (l3[0] >> 4) == 6) {
+		if (l3[6] != 17)
+			return NULL;
+		udp = l3 + 40;
+		left = len - 40;
+	} else {
 		return NULL;
 	}
-	if (s->nflows == s->cap) {
-		f = grow(s->flows, &s->cap, sizeof(*f));
-		if (!f) {
-			errno = ENOMEM;
-			return NULL;
-		}
-		s->flows = f;
-	}
-	f = &s->flows[lo];
-	memmove(f + 1, f, (s->nflows - lo) * sizeof(*f));
-	memset(f, 0, sizeof(*f));
-	f->id = id;
-	seqtrack_init(&f->seq);
-	s->nflows++;
-	return f;
+	if (((udp[2] << 8) | udp[3]) != port)
+		return NULL;
+	*plen = left - 8;
+	return udp + 8;
 }
 
-/* 0 counted, 1 not ours (other), -ENOMEM. */
-static int count_frame(struct sink *s, const struct frame_info *fi)
+static void print_json(const char *ifname, uint64_t frames, uint64_t other,
+		       uint64_t drops, double elapsed)
 {
-	struct flow *f = flow_get(s, fi->payload.flow);
-	int err;
-
-	if (!f)
-		return errno == ERANGE ? 1 : -ENOMEM;
-	err = seqtrack_add(&f->seq, fi->payload.seq);
-	if (err == -ERANGE)
-		return 1;
-	if (err < 0)
-		return err;
-	if ((fi->vid >= 0 && tally_add(&f->vid, (uint32_t)fi->vid) < 0) ||
-	    tally_add(&f->prio, fi->payload.so_priority) < 0)
-		return -ENOMEM;
-	f->pcp[fi->pcp]++;
-	s->frames++;
-	return 0;
-}
-
-/* The TCI the kernel took off the frame, or -1. */
-static int aux_tci(struct msghdr *msg)
-{
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(msg); cm;
-	     cm = CMSG_NXTHDR(msg, cm)) {
-		struct tpacket_auxdata aux;
-
-		if (cm->cmsg_level != SOL_PACKET ||
-		    cm->cmsg_type != PACKET_AUXDATA ||
-		    cm->cmsg_len < CMSG_LEN(sizeof(aux)))
-			continue;
-		memcpy(&aux, CMSG_DATA(cm), sizeof(aux));
-		/* TCI 0 (priority 0, VID 0) is a tag too, flagged by
-		 * VLAN_VALID alone; old kernels set no flag but a TCI. */
-		if ((aux.tp_status & TP_STATUS_VLAN_VALID) || aux.tp_vlan_tci)
-			return aux.tp_vlan_tci;
-	}
-	return -1;
-}
-
-static int open_socket(struct sink *s)
-{
-	struct sockaddr_ll sll = { .sll_family = AF_PACKET,
-				   .sll_protocol = htons(ETH_P_ALL) };
-	int fd, one = 1, rcvbuf = RCVBUF;
-
-	sll.sll_ifindex = (int)if_nametoindex(s->ifname);
-	if (!sll.sll_ifindex) {
-		fprintf(stderr, "priosink: interface %s: %s\n", s->ifname,
-			strerror(errno));
-		return -1;
-	}
-	/* Protocol 0 receives nothing until bind(): no frames of other
-	 * interfaces slip in between socket() and bind(). */
-	fd = socket(AF_PACKET, SOCK_RAW, 0);
-	if (fd < 0) {
-		fprintf(stderr, "priosink: packet socket: %s\n",
-			strerror(errno));
-		return -1;
-	}
-	if (setsockopt(fd, SOL_PACKET, PACKET_AUXDATA, &one, sizeof(one)) < 0) {
-		fprintf(stderr, "priosink: PACKET_AUXDATA: %s\n",
-			strerror(errno));
-		goto fail;
-	}
-	/* FORCE passes rmem_max; without CAP_NET_ADMIN it is capped. */
-	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf,
-		       sizeof(rcvbuf)) < 0)
-		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
-	if (bind(fd, (struct sockaddr *)&sll, sizeof(sll)) < 0) {
-		fprintf(stderr, "priosink: bind to %s: %s\n", s->ifname,
-			strerror(errno));
-		goto fail;
-	}
-	return fd;
-fail:
-	close(fd);
-	return -1;
-}
-
-static int make_ready_file(const char *path)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-
-	if (fd < 0) {
-		fprintf(stderr, "priosink: ready file %s: %s\n", path,
-			strerror(errno));
-		return -1;
-	}
-	close(fd);
-	return 0;
-}
-
-/* Receive until count, timeout, idle or a signal; -1 on an error. */
-static int receive(struct sink *s, int fd)
-{
-	static uint8_t buf[65536];
-	union {
-		struct cmsghdr align;
-		uint8_t b[CMSG_SPACE(sizeof(struct tpacket_auxdata))];
-	} cbuf;
-	double t0 = now(), t = t0, last = 0;
-
-	while (!stop && (!s->count || s->frames < s->count)) {
-		struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
-		struct sockaddr_ll from;
-		struct msghdr msg = { .msg_name = &from,
-				      .msg_namelen = sizeof(from),
-				      .msg_iov = &iov, .msg_iovlen = 1,
-				      .msg_control = cbuf.b,
-				      .msg_controllen = sizeof(cbuf.b) };
-		struct frame_info fi;
-		ssize_t n;
-		int err;
-
-		n = recvmsg(fd, &msg, MSG_DONTWAIT);
-		if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-			struct pollfd pfd = { .fd = fd, .events = POLLIN };
-			double wait = s->timeout - (t - t0);
-
-			if (s->idle > 0 && s->frames &&
-			    s->idle - (t - last) < wait)
-				wait = s->idle - (t - last);
-			if (wait <= 0)
-				break;
-			/* a signal ends poll() with EINTR, and so the loop */
-			poll(&pfd, 1, (int)(wait * 1000) + 1);
-			t = now();
-			continue;
-		}
-		if (n < 0) {
-			fprintf(stderr, "priosink: receive on %s: %s\n",
-				s->ifname, strerror(errno));
-			return -1;
-		}
-		t = now();
-		if (t - t0 >= s->timeout)
-			break;
-		/* our own host's transmissions, seen on the way out */
-		if (from.sll_pkttype == PACKET_OUTGOING)
-			continue;
-		if (frame_parse(buf, (size_t)n, aux_tci(&msg), &s->match,
-				&fi) < 0) {
-			s->other++;
-			continue;
-		}
-		err = count_frame(s, &fi);
-		if (err < 0) {
-			fprintf(stderr, "priosink: out of memory counting "
-				"flow %u\n", fi.payload.flow);
-			return -1;
-		}
-		if (err)
-			s->other++;
-		else
-			last = t;
-	}
-	s->elapsed = now() - t0;
-	return 0;
-}
-
-static void print_json_string(const char *str)
-{
-	putchar('"');
-	for (const unsigned char *p = (const unsigned char *)str; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			printf("\\%c", *p);
-		else if (*p < 0x20)
-			printf("\\u%04x", *p);
-		else
-			putchar(*p);
-	}
-	putchar('"');
-}
-
-static void print_tally(const char *name, const struct tally *t)
-{
-	printf(",\"%s\":{", name);
-	for (size_t i = 0; i < t->len; i++)
-		printf("%s\"%u\":%llu", i ? "," : "", t->e[i].key,
-		       (unsigned long long)t->e[i].n);
-	printf("}");
-}
-
-static void print_json(const struct sink *s)
-{
-	printf("{\"interface\":");
-	print_json_string(s->ifname);
-	printf(",\"frames\":%llu,\"other\":%llu,\"socket_drops\":%llu,"
-	       "\"elapsed_s\":%.6f,\"flows\":[",
-	       (unsigned long long)s->frames, (unsigned long long)s->other,
-	       (unsigned long long)s->drops, s->elapsed);
-	for (size_t i = 0; i < s->nflows; i++) {
-		const struct flow *f = &s->flows[i];
+	printf("{\"interface\":\"%s\",\"frames\":%llu,\"other\":%llu,"
+	       "\"socket_drops\":%llu,\"elapsed_s\":%.6f,\"flows\":[",
+	       ifname, (unsigned long long)frames, (unsigned long long)other,
+	       (unsigned long long)drops, elapsed);
+	for (int i = 0; i < nflows; i++) {
+		struct flow *f = &flows[i];
 		const char *sep = "";
 
 		printf("%s{\"flow\":%u,\"received\":%llu,\"lost\":%llu,"
-		       "\"duplicates\":%llu,\"reordered\":%llu,"
-		       "\"max_seq\":%llu,\"pcp\":{", i ? "," : "", f->id,
+		       "\"duplicates\":%llu,\"reordered\":%llu,\"max_seq\":%llu,"
+		       "\"pcp\":{", i ? "," : "", f->id,
 		       (unsigned long long)f->seq.received,
 		       (unsigned long long)seqtrack_lost(&f->seq),
 		       (unsigned long long)f->seq.duplicates,
 		       (unsigned long long)f->seq.reordered,
 		       (unsigned long long)f->seq.max_seq);
-		for (int p = 0; p <= FRAME_UNTAGGED; p++) {
+		for (int p = 0; p < 9; p++) {
 			if (!f->pcp[p])
 				continue;
-			if (p == FRAME_UNTAGGED)
-				printf("%s\"untagged\":", sep);
+			if (p == UNTAGGED)
+				printf("%s\"untagged\":%llu", sep,
+				       (unsigned long long)f->pcp[p]);
 			else
-				printf("%s\"%d\":", sep, p);
-			printf("%llu", (unsigned long long)f->pcp[p]);
+				printf("%s\"%d\":%llu", sep, p,
+				       (unsigned long long)f->pcp[p]);
 			sep = ",";
 		}
-		printf("}");
-		print_tally("vid", &f->vid);
-		print_tally("so_priority", &f->prio);
-		printf("}");
+		printf("},\"vid\":{");
+		for (int v = 0; v < f->nvids; v++)
+			printf("%s\"%u\":%llu", v ? "," : "", f->vid[v],
+			       (unsigned long long)f->vid_count[v]);
+		printf("},\"so_priority\":{");
+		for (int p = 0; p < f->nprios; p++)
+			printf("%s\"%u\":%llu", p ? "," : "", f->prio[p],
+			       (unsigned long long)f->prio_count[p]);
+		printf("}}");
 	}
 	printf("]}\n");
 }
 
-static void print_table(const struct sink *s)
+static void print_table(const char *ifname, uint64_t frames, uint64_t other,
+			uint64_t drops, double elapsed)
 {
 	printf("priosink on %s: %llu frames in %.3f s, %llu other, "
-	       "%llu socket drops\n", s->ifname,
-	       (unsigned long long)s->frames, s->elapsed,
-	       (unsigned long long)s->other, (unsigned long long)s->drops);
-	if (!s->nflows)
-		return;
-	printf("%10s %10s %8s %6s %9s  %s\n", "flow", "received", "lost",
-	       "dup", "reordered", "per pcp / vid / so_priority");
-	for (size_t i = 0; i < s->nflows; i++) {
-		const struct flow *f = &s->flows[i];
+	       "%llu socket drops\n", ifname, (unsigned long long)frames,
+	       elapsed, (unsigned long long)other, (unsigned long long)drops);
+	printf("%6s %10s %8s %6s %9s  per PCP\n", "flow", "received", "lost",
+	       "dup", "reordered");
+	for (int i = 0; i < nflows; i++) {
+		struct flow *f = &flows[i];
 
-		printf("%10u %10llu %8llu %6llu %9llu ", f->id,
+		printf("%6u %10llu %8llu %6llu %9llu ", f->id,
 		       (unsigned long long)f->seq.received,
 		       (unsigned long long)seqtrack_lost(&f->seq),
 		       (unsigned long long)f->seq.duplicates,
 		       (unsigned long long)f->seq.reordered);
-		for (int p = 0; p <= FRAME_UNTAGGED; p++) {
-			if (!f->pcp[p])
-				continue;
-			if (p == FRAME_UNTAGGED)
-				printf(" untagged=");
-			else
-				printf(" pcp%d=", p);
-			printf("%llu", (unsigned long long)f->pcp[p]);
-		}
-		for (size_t v = 0; v < f->vid.len; v++)
-			printf(" vid%u=%llu", f->vid.e[v].key,
-			       (unsigned long long)f->vid.e[v].n);
-		for (size_t v = 0; v < f->prio.len; v++)
-			printf(" prio%u=%llu", f->prio.e[v].key,
-			       (unsigned long long)f->prio.e[v].n);
+		for (int p = 0; p < 9; p++)
+			if (f->pcp[p])
+				printf(" %s%d=%llu", p == UNTAGGED ? "untagged" : "pcp",
+				       p == UNTAGGED ? 0 : p,
+				       (unsigned long long)f->pcp[p]);
 		printf("\n");
 	}
 }
 
-static int parse_args(int argc, char **argv, struct sink *s)
+int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{ "interface", required_argument, NULL, 'i' },
 		{ "count", required_argument, NULL, 'c' },
 		{ "timeout", required_argument, NULL, 't' },
-		{ "idle", required_argument, NULL, OPT_IDLE },
+		{ "idle", required_argument, NULL, 'D' },
 		{ "port", required_argument, NULL, 'p' },
 		{ "ethertype", required_argument, NULL, 'E' },
 		{ "ready-file", required_argument, NULL, 'R' },
@@ -455,94 +239,156 @@ static int parse_args(int argc, char **argv, struct sink *s)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	uint64_t v;
-	int c, bad;
+	const char *ifname = NULL, *ready = NULL;
+	uint64_t count = 0, port = DEFAULT_PORT, ethertype = DEFAULT_ETHERTYPE;
+	uint64_t frames = 0, other = 0, drops = 0;
+	double timeout = 10, idle = 0, t0, last = 0, t;
+	int json = 0, c, fd, one = 1, rcvbuf = 8 << 20;
+	struct sockaddr_ll sll = { .sll_family = AF_PACKET };
+	uint8_t buf[65536], cbuf[CMSG_SPACE(sizeof(struct tpacket_auxdata))];
 
 	while ((c = getopt_long(argc, argv, "i:c:t:p:E:R:jh", lo, NULL)) != -1) {
-		bad = 0;
+		int bad = 0;
+
 		switch (c) {
-		case 'i':
-			s->ifname = optarg;
-			break;
-		case 'c':
-			bad = parse_u64("--count", optarg, 0, MAX_COUNT,
-					&s->count);
-			break;
-		case 't':
-			bad = parse_seconds("--timeout", optarg, MAX_SECONDS,
-					    &s->timeout);
-			break;
-		case OPT_IDLE:
-			bad = parse_seconds("--idle", optarg, MAX_SECONDS,
-					    &s->idle);
-			break;
-		case 'p':
-			bad = parse_u64("--port", optarg, 1, 65535, &v);
-			s->match.port = (uint16_t)v;
-			break;
-		case 'E':
-			bad = parse_u64("--ethertype", optarg, 0x600, 0xffff,
-					&v);
-			s->match.ethertype = (uint16_t)v;
-			break;
-		case 'R':
-			s->ready = optarg;
-			break;
-		case 'j':
-			s->json = 1;
-			break;
-		case 'h':
-			usage(stdout);
-			exit(0);
-		default:	/* getopt_long said what was wrong */
-			bad = -1;
+		case 'i': ifname = optarg; break;
+		case 'c': bad = parse_u64("--count", optarg, 0, 1000000000000ull, &count); break;
+		case 't': bad = parse_seconds("--timeout", optarg, &timeout); break;
+		case 'D': bad = parse_seconds("--idle", optarg, &idle); break;
+		case 'p': bad = parse_u64("--port", optarg, 1, 65535, &port); break;
+		case 'E': bad = parse_u64("--ethertype", optarg, 0x600, 0xffff, &ethertype); break;
+		case 'R': ready = optarg; break;
+		case 'j': json = 1; break;
+		case 'h': usage(stdout); return 0;
+		default: bad = 1;
 		}
-		if (bad)
-			return -1;
+		if (bad) {
+			fprintf(stderr, "try priosink -h\n");
+			return 2;
+		}
 	}
-	if (!s->ifname) {
-		fprintf(stderr, "priosink: need -i IFACE\n");
-		return -1;
-	}
-	if (optind != argc) {
-		fprintf(stderr, "priosink: unexpected argument '%s'\n",
-			argv[optind]);
-		return -1;
-	}
-	return 0;
-}
-
-int main(int argc, char **argv)
-{
-	struct sink s = { .timeout = 10,
-			  .match = { .port = DEFAULT_PORT,
-				     .ethertype = DEFAULT_ETHERTYPE } };
-	struct sigaction sa = { .sa_handler = on_signal };
-	struct tpacket_stats st;
-	socklen_t len = sizeof(st);
-	int fd;
-
-	if (parse_args(argc, argv, &s) < 0) {
-		fprintf(stderr, "try priosink -h\n");
+	if (!ifname || optind != argc) {
+		fprintf(stderr, "priosink: need -i IFACE and no other "
+			"arguments; try priosink -h\n");
 		return 2;
 	}
-	fd = open_socket(&s);
-	if (fd < 0)
+	sll.sll_protocol = htons(ETH_P_ALL);
+	sll.sll_ifindex = if_nametoindex(ifname);
+	if (!sll.sll_ifindex) {
+		fprintf(stderr, "priosink: interface %s: %s\n", ifname,
+			strerror(errno));
 		return 1;
-	/* Before the ready file: a test may signal us as soon as it sees
-	 * it.  No SA_RESTART, so a signal ends a blocked poll(). */
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	if (s.ready && make_ready_file(s.ready) < 0)
+	}
+	fd = socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL));
+	if (fd < 0 || bind(fd, (void *)&sll, sizeof(sll)) < 0 ||
+	    setsockopt(fd, SOL_PACKET, PACKET_AUXDATA, &one, sizeof(one)) < 0) {
+		fprintf(stderr, "priosink: packet socket on %s: %s\n", ifname,
+			strerror(errno));
 		return 1;
-	if (receive(&s, fd) < 0)
-		return 1;
-	if (getsockopt(fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) == 0)
-		s.drops = st.tp_drops;
-	close(fd);
-	if (s.json)
-		print_json(&s);
+	}
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf,
+		       sizeof(rcvbuf)) < 0)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+	if (ready) {
+		int rfd = open(ready, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		if (rfd < 0) {
+			fprintf(stderr, "priosink: ready file %s: %s\n", ready,
+				strerror(errno));
+			return 1;
+		}
+		close(rfd);
+	}
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+
+	t0 = now();
+	while (!stop && (!count || frames < count)) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
+		struct sockaddr_ll from;
+		struct msghdr msg = { .msg_name = &from,
+				      .msg_namelen = sizeof(from),
+				      .msg_iov = &iov, .msg_iovlen = 1,
+				      .msg_control = cbuf,
+				      .msg_controllen = sizeof(cbuf) };
+		double wait = timeout - ((t = now()) - t0);
+		ssize_t n;
+		int vid = -1, pcp = UNTAGGED;
+		uint16_t proto;
+		const uint8_t *l3, *pl;
+		size_t l3len, plen;
+		struct payload p;
+		struct flow *f;
+
+		if (idle > 0 && frames && idle - (t - last) < wait)
+			wait = idle - (t - last);
+		if (wait <= 0)
+			break;
+		if (poll(&pfd, 1, (int)(wait * 1000) + 1) <= 0)
+			continue;
+		n = recvmsg(fd, &msg, MSG_DONTWAIT);
+		if (n < 0)
+			continue;
+		if (from.sll_pkttype == PACKET_OUTGOING || n < 14)
+			continue;
+		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm;
+		     cm = CMSG_NXTHDR(&msg, cm)) {
+			struct tpacket_auxdata aux;
+
+			if (cm->cmsg_level != SOL_PACKET ||
+			    cm->cmsg_type != PACKET_AUXDATA)
+				continue;
+			memcpy(&aux, CMSG_DATA(cm), sizeof(aux));
+			if (aux.tp_status & TP_STATUS_VLAN_VALID) {
+				vid = aux.tp_vlan_tci & 0x0fff;
+				pcp = aux.tp_vlan_tci >> 13;
+			}
+		}
+		proto = (uint16_t)((buf[12] << 8) | buf[13]);
+		l3 = buf + 14;
+		l3len = (size_t)n - 14;
+		if (proto == ETHERTYPE_VLAN && l3len >= 4) {
+			/* a tag the kernel left in the frame */
+			uint16_t tci = (uint16_t)((l3[0] << 8) | l3[1]);
+
+			if (vid < 0) {
+				vid = tci & 0x0fff;
+				pcp = tci >> 13;
+			}
+			proto = (uint16_t)((l3[2] << 8) | l3[3]);
+			l3 += 4;
+			l3len -= 4;
+		}
+		pl = find_payload(l3, l3len, proto, (uint16_t)port,
+				  (uint16_t)ethertype, &plen);
+		if (!pl || payload_get(pl, plen, &p) < 0) {
+			other++;
+			continue;
+		}
+		f = flow_get(p.flow);
+		if (!f || seqtrack_add(&f->seq, p.seq) < 0) {
+			other++;
+			continue;
+		}
+		f->pcp[pcp]++;
+		count_vid(f, vid);
+		count_prio(f, p.so_priority);
+		frames++;
+		last = now();
+	}
+	{
+		struct tpacket_stats st;
+		socklen_t len = sizeof(st);
+
+		if (getsockopt(fd, SOL_PACKET, PACKET_STATISTICS, &st,
+			       &len) == 0)
+			drops = st.tp_drops;
+	}
+	t = now() - t0;
+	if (json)
+		print_json(ifname, frames, other, drops, t);
 	else
-		print_table(&s);
+		print_table(ifname, frames, other, drops, t);
 	return 0;
 }
