@@ -66,10 +66,6 @@ def _leftovers(lab):
 
 
 def bench(args, say):
-    for p in (paths.bzimage(), paths.initramfs()):
-        if not p.exists():
-            raise SystemExit(f"dcblab bench: {p} missing: run `make kernel "
-                             "image`")
     accel = choose_accel(paths.bzimage(), paths.initramfs())
     med = statistics.median
     rows = []

@@ -27,8 +27,7 @@ def _say(msg):
 
 
 def _need_images():
-    missing = [str(p) for p in (paths.bzimage(), paths.initramfs())
-               if not p.exists()]
+    missing = paths.missing_images()
     if missing:
         raise SystemExit(f"dcblab: missing {', '.join(missing)}: run "
                          "`make kernel image` first")

@@ -189,9 +189,10 @@ class Lab:
     def up(self, owner_pid=None, accel=None, progress=None):
         """Bring the lab up; returns per-host timings (seconds)."""
         say = progress or (lambda msg: None)
-        for p in (paths.bzimage(), paths.initramfs()):
-            if not p.exists():
-                raise LabError(f"{p} is missing: run `make kernel image`")
+        missing = paths.missing_images()
+        if missing:
+            raise LabError(f"{', '.join(missing)} missing: run "
+                           "`make kernel image`")
         run_root().mkdir(mode=0o755, parents=True, exist_ok=True)
         try:
             self.dir.mkdir(mode=0o700)

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 __all__ = ["ROOT", "build_dir", "kernel_src", "kernel_obj", "bzimage",
-           "initramfs", "KERNEL_TARBALL", "PATCH_DIR"]
+           "initramfs", "missing_images", "KERNEL_TARBALL", "PATCH_DIR"]
 
 ROOT = Path(__file__).resolve().parent.parent
 PATCH_DIR = ROOT / "kernel-patches"
@@ -33,3 +33,8 @@ def bzimage() -> Path:
 
 def initramfs() -> Path:
     return build_dir() / "initramfs.cpio"
+
+
+def missing_images():
+    """The boot images (kernel, initramfs) not built yet, as strings."""
+    return [str(p) for p in (bzimage(), initramfs()) if not p.exists()]

@@ -37,9 +37,9 @@ def running_vms():
 
 
 def _need_images():
-    missing = [p for p in (paths.bzimage(), paths.initramfs()) if not p.exists()]
+    missing = paths.missing_images()
     if missing:
-        pytest.exit(f"missing {', '.join(map(str, missing))}: run `make kernel "
+        pytest.exit(f"missing {', '.join(missing)}: run `make kernel "
                     "image` (or `make test`, which builds them)", returncode=2)
 
 

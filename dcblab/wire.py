@@ -123,11 +123,3 @@ class Wire:
         proc.wait()
         raise CmdError(proc.args, proc.returncode, "", "tcpdump exited "
                        "before listening")
-
-    def counters(self, nic):
-        """Host-side tap counters: frames the guest sent (rx) and got (tx)."""
-        out = run(["ip", "-n", self.netns, "-s", "-j", "link", "show",
-                   self.tap(nic)]).stdout
-        st = json.loads(out)[0]["stats64"]
-        return {"from_guest": st["rx"]["packets"],
-                "to_guest": st["tx"]["packets"]}
