@@ -2,9 +2,13 @@
 #
 # BUILD=DIR puts every generated file (kernel tree, objects, initramfs, run
 # state of pytest guests) under DIR instead of ./build.
+# FLAVOUR=debug builds and tests the debug kernel (KASAN, lockdep, kmemleak,
+# UBSAN) instead of the lab kernel; SUITE=... narrows what `make test` runs.
 
 BUILD ?= $(CURDIR)/build
-export BUILD
+FLAVOUR ?= lab
+SUITE ?= tests/
+export BUILD FLAVOUR
 PY := /usr/bin/python3
 
 # Every Debian package the project uses, host side and guest image.
@@ -27,11 +31,12 @@ help:
 	@echo "dcblab targets:"
 	@echo "  make deps        install the Debian packages the lab needs (only missing ones)"
 	@echo "  make kernel      extract linux-source-6.1, apply kernel-patches/, build bzImage"
+	@echo "                   (FLAVOUR=debug: the debug kernel, in its own object dir)"
 	@echo "  make image       build the guest tools and initramfs from Debian's binaries"
 	@echo "  make tools-check C unit tests of the guest tools (tools/)"
 	@echo "  make checkpatch  scripts/checkpatch.pl --strict on every patch of the series"
-	@echo "  make test        everything above, then the pytest suite"
-	@echo "  make demo        boot a guest and show what the patched kernel offers"
+	@echo "  make test        everything above, then the pytest suite (SUITE=..., FLAVOUR=debug)"
+	@echo "  make demo        boot the two-VM lab, run the two-cgroup scenario live"
 	@echo "  make bench       measured figures: build time, boot times"
 	@echo "  make clean       remove $(BUILD)"
 
@@ -70,7 +75,7 @@ check-series: deps
 	$(PY) -m dcblab.build check-series
 
 test: kernel image tools-check checkpatch check-series
-	$(PY) -m pytest tests/; rc=$$?; \
+	$(PY) -m pytest $(SUITE); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests: failing" >&2; exit 1; fi; \
 	exit $$rc
 

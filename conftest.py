@@ -1,3 +1,4 @@
-"""dcblab's pytest set-up: fixtures and hooks live in dcblab.pytest_plugin."""
+"""dcblab's pytest set-up: fixtures and hooks live in dcblab.testing.plugin;
+pytester runs inner sessions for the tests of those hooks."""
 
-pytest_plugins = ["dcblab.pytest_plugin"]
+pytest_plugins = ["dcblab.testing.plugin", "pytester"]

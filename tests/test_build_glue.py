@@ -1,4 +1,4 @@
-"""make kernel's glue: the lab.config check and patch failure reports."""
+"""make kernel's glue: fragment checks, flavours and patch failure reports."""
 
 import shutil
 import subprocess
@@ -6,6 +6,7 @@ import subprocess
 import pytest
 
 from dcblab import build
+from dcblab.core import FLAVOURS, DcblabError, UsageError, flavour, paths
 
 pytestmark = pytest.mark.skipif(shutil.which("quilt") is None,
                                 reason="quilt is not installed: run make deps")
@@ -33,8 +34,81 @@ def test_fragment_line_that_is_not_kconfig_is_an_error():
 
 def test_the_shipped_fragment_parses():
     opts = build.parse_fragment(
-        (build.paths.PATCH_DIR / "lab.config").read_text())
+        (paths.PATCH_DIR / "lab.config").read_text())
     assert opts["CONFIG_CGROUP_NET_PRIO"] == "y"
+
+
+@pytest.mark.parametrize("name", sorted(FLAVOURS))
+def test_every_fragment_of_every_flavour_parses(name):
+    for frag in build.fragment_files(name):
+        assert build.parse_fragment(frag.read_text(), str(frag)), frag
+
+
+def test_debug_fragment_asks_for_the_checkers_and_slub_over_slob():
+    opts = build.parse_fragment(
+        (paths.PATCH_DIR / "debug.config").read_text(), "debug.config")
+    for name in ("CONFIG_KASAN", "CONFIG_PROVE_LOCKING",
+                 "CONFIG_DEBUG_KMEMLEAK", "CONFIG_SLUB"):
+        assert opts[name] == "y", name
+    # Explicitly unset, not just absent: tinyconfig picks SLOB.
+    assert "CONFIG_SLOB" in opts and opts["CONFIG_SLOB"] is None
+
+
+def test_debug_flavour_merges_lab_config_first():
+    assert [f.name for f in build.fragment_files("debug")] == \
+        ["lab.config", "debug.config"]
+
+
+def test_later_fragment_overrides_an_earlier_one(tmp_path):
+    first, second = tmp_path / "first.config", tmp_path / "second.config"
+    first.write_text("CONFIG_NET=y\nCONFIG_SLOB=y # tiny\n")
+    second.write_text("# CONFIG_SLOB is not set\nCONFIG_SLUB=y\n")
+    merged = build.merge_fragments([first, second])
+    assert merged == {"CONFIG_NET": ("y", first),
+                      "CONFIG_SLOB": (None, second),
+                      "CONFIG_SLUB": ("y", second)}
+
+
+def test_dropped_option_is_named_under_the_fragment_that_asked(tmp_path):
+    first, second = tmp_path / "first.config", tmp_path / "second.config"
+    first.write_text("CONFIG_NET=y\nCONFIG_DCB=y\n")
+    second.write_text("CONFIG_KASAN=y\n")
+    config = "CONFIG_NET=y\n# CONFIG_DCB is not set\n"
+    dropped = build.dropped_options(build.merge_fragments([first, second]),
+                                    config)
+    assert dropped == [(first, ["CONFIG_DCB: asked y, got not set"]),
+                       (second, ["CONFIG_KASAN: asked y, got not set"])]
+
+
+def test_build_errors_are_dcblab_errors():
+    assert issubclass(build.BuildError, DcblabError)
+    assert issubclass(build.ConfigMismatch, build.BuildError)
+
+
+def test_flavours_build_in_their_own_object_dirs_from_one_source_tree():
+    objs = {paths.kernel_obj(name) for name in FLAVOURS}
+    assert len(objs) == len(FLAVOURS)
+    logs = {build.build_log(name) for name in FLAVOURS}
+    assert len(logs) == len(FLAVOURS)
+    assert all(log.parent in objs for log in logs)
+    assert paths.kernel_obj("lab").parent == paths.kernel_src().parent
+
+
+def test_unknown_flavour_is_a_usage_error():
+    with pytest.raises(UsageError, match="nope"):
+        flavour("nope")
+
+
+def test_unknown_flavour_on_the_command_line_is_one_line_exit_2(capsys):
+    assert build.main(["kernel", "--flavour", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'nope'" in err and "lab" in err
+
+
+def test_flavour_defaults_to_the_environment(monkeypatch, capsys):
+    monkeypatch.setenv("FLAVOUR", "nope-from-env")
+    assert build.main(["patch"]) == 2
+    assert "'nope-from-env'" in capsys.readouterr().err
 
 
 def _tree(tmp_path, content):

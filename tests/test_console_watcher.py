@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from dcblab.console import SPLAT_PATTERNS, Console, find_splats
+from dcblab.guest.console import SPLAT_PATTERNS, Console, find_splats
 
 DATA = Path(__file__).parent / "data"
 

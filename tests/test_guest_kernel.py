@@ -2,6 +2,9 @@
 
 import re
 
+from dcblab.core import flavour
+from dcblab.testing import KMEMLEAK
+
 NETPRIO = "/sys/fs/cgroup/net_prio"
 EVENT = "/sys/kernel/tracing/events/net_prio/netprio_skb_update"
 TRACE_LINE = re.compile(
@@ -73,6 +76,11 @@ def _trace_events(guest):
             TRACE_LINE.finditer(guest.read("/sys/kernel/tracing/trace"))]
 
 
+def _events_of(guest, dev, prioidx):
+    return [e for e in _trace_events(guest)
+            if e["dev"] == dev and int(e["prioidx"]) == prioidx]
+
+
 def _ping_from(guest, cgroup, peer, count):
     # Joining a cgroup before exec needs the process's own pid: sh's $$.
     guest.run(["sh", "-c", f"echo $$ > {cgroup}/cgroup.procs && "
@@ -89,8 +97,7 @@ def test_netprio_tracepoint_fires_with_map_applied_fields(guest, undo):
 
     _ping_from(guest, cgroup, "203.0.113.2", count)
 
-    ours = [e for e in _trace_events(guest)
-            if e["dev"] == "tp0" and int(e["prioidx"]) == prioidx]
+    ours = _events_of(guest, "tp0", prioidx)
     assert len(ours) == count, _trace_events(guest)
     for e in ours:
         assert int(e["ifindex"]) == ifindex
@@ -114,8 +121,19 @@ def test_netprio_unmapped_cgroup_within_map_allocation_gets_priority_0(
 
     _ping_from(guest, later, "203.0.113.18", count)
 
-    ours = [e for e in _trace_events(guest)
-            if e["dev"] == "tp1" and int(e["prioidx"]) == later_idx]
+    ours = _events_of(guest, "tp1", later_idx)
     assert len(ours) == count, _trace_events(guest)
     for e in ours:
         assert (int(e["old"]), int(e["new"]), e["applied"]) == (0, 0, "1")
+
+
+def test_kmemleak_is_armed_exactly_on_flavours_that_scan(guest):
+    """The debug flavour's harness scans after every test: its kernel must
+    have kmemleak on and clean after boot (the plugin reports leaks found
+    at boot before the first test). The lab kernel has no debugfs."""
+    flav = flavour()
+    found = guest.run(["test", "-e", KMEMLEAK], check=False).rc == 0
+    assert found == flav.kmemleak
+    if flav.kmemleak:
+        guest.write(KMEMLEAK, "scan")
+        assert guest.read(KMEMLEAK) == ""

@@ -10,16 +10,12 @@ import time
 
 import pytest
 
-from dcblab import lab as labmod
-from dcblab import pcap, wire
-from dcblab.paths import ROOT
+from dcblab.core.paths import ROOT
+from dcblab.lab import Lab, leftovers, list_netns, run_pids, run_root
+from dcblab.testing import pcap
 
 DCBLAB = [sys.executable, str(ROOT / "bin" / "dcblab")]
 NETPRIO = "/sys/fs/cgroup/net_prio"
-
-
-def _addr(iface):
-    return str(iface.ip)
 
 
 def _nic(lab, host, name="eth0"):
@@ -36,15 +32,15 @@ def _ping(guest, dst, count=3, six=False):
 
 @pytest.mark.parametrize("family", ["ipv4", "ipv6"])
 def test_h1_pings_h2_over_eth0(lab, family):
-    dst = getattr(_nic(lab, "h2"), family)
-    got, res = _ping(lab.h1, _addr(dst), six=family == "ipv6")
+    dst = lab.topology.address("h2", family=family)
+    got, res = _ping(lab.h1, dst, six=family == "ipv6")
     assert got == 3, res.stdout + res.stderr
 
 
 @pytest.mark.parametrize("family", ["ipv4", "ipv6"])
 def test_h1_pings_h2_over_vlan_device(lab, family):
-    vlan = _nic(lab, "h2").vlans[0]
-    got, res = _ping(lab.h1, _addr(getattr(vlan, family)),
+    vid = _nic(lab, "h2").vlans[0].id
+    got, res = _ping(lab.h1, lab.topology.address("h2", vid, family),
                      six=family == "ipv6")
     assert got == 3, res.stdout + res.stderr
 
@@ -65,7 +61,7 @@ def test_pcp_5_frame_on_vlan_crosses_the_wire_with_pcp_5(lab, undo, tmp_path):
     tagged PCP 5 (identity egress-qos-map), is recorded on the host side
     of the link with PCP 5, and is counted on h2 by flower vlan_prio 5."""
     pcp, count = 5, 4
-    h1nic, h2nic = _nic(lab, "h1"), _nic(lab, "h2")
+    h1nic = _nic(lab, "h1")
     vlan = h1nic.vlans[0]
     h2, dev1 = lab.h2, h1nic.vlan_dev(vlan)
 
@@ -81,7 +77,7 @@ def test_pcp_5_frame_on_vlan_crosses_the_wire_with_pcp_5(lab, undo, tmp_path):
     cap = lab.wire.capture(h1nic, pcap_file, count,
                            ["vlan", str(vlan.id), "and", "icmp[icmptype] == 8"])
     undo.callback(lambda: cap.poll() is None and cap.kill())
-    dst = _addr(next(v for v in h2nic.vlans if v.id == vlan.id).ipv4)
+    dst = lab.topology.address("h2", vlan.id)
     lab.h1.run(["sh", "-c", f"echo $$ > {cg}/cgroup.procs && exec ping -4 "
                 f"-c {count} -i 0.05 -W 2 -q {dst}"])
     cap.wait(timeout=10)
@@ -98,7 +94,7 @@ def test_pcp_5_frame_on_vlan_crosses_the_wire_with_pcp_5(lab, undo, tmp_path):
 
 def test_exec_passes_stdout_stderr_and_exit_code_through(lab):
     # The CLI is a second client of h1's agent socket: let go of ours.
-    lab.h1.vm.agent.close()
+    lab.h1.agent.close()
     r = subprocess.run(DCBLAB + ["exec", "--name", lab.name, "h1", "--",
                                  "sh", "-c", "echo out; echo err >&2; exit 7"],
                        capture_output=True, text=True, timeout=60)
@@ -106,7 +102,7 @@ def test_exec_passes_stdout_stderr_and_exit_code_through(lab):
 
 
 def test_exec_of_missing_program_fails_with_its_error(lab):
-    lab.h1.vm.agent.close()
+    lab.h1.agent.close()
     r = subprocess.run(DCBLAB + ["exec", "--name", lab.name, "h1", "--",
                                  "/no/such/program"],
                        capture_output=True, text=True, timeout=60)
@@ -115,38 +111,26 @@ def test_exec_of_missing_program_fails_with_its_error(lab):
 
 
 def test_two_labs_with_different_names_run_at_once(lab, tmp_path):
-    other = labmod.Lab(lab.topology, name=f"second-{os.getpid()}")
+    other = Lab(lab.topology, name=f"second-{os.getpid()}")
     try:
         other.up(owner_pid=os.getpid())
         assert other.wire.netns != lab.wire.netns
-        assert set(wire.list_netns()) >= {lab.wire.netns, other.wire.netns}
+        assert set(list_netns()) >= {lab.wire.netns, other.wire.netns}
         nic = _nic(lab, "h1")
         assert other.wire.mac(nic) != lab.wire.mac(nic)
-        dst = _addr(_nic(lab, "h2").ipv4)
-        for vm in (other.vms["h1"], lab.h1.vm):
-            res = vm.run(["ping", "-4", "-c", "2", "-i", "0.05", "-W", "2",
-                          dst], check=False)
+        dst = lab.topology.address("h2")
+        for m in (other.machine("h1"), lab.h1):
+            res = m.run(["ping", "-4", "-c", "2", "-i", "0.05", "-W", "2",
+                         dst], check=False)
             assert "2 packets received" in res.stdout, res.stdout
     finally:
         other.down()
-    assert other.wire.netns not in wire.list_netns()
-    assert not other.dir.exists()
-
-
-def _run_id_leftovers(name, run_id):
-    left = []
-    if labmod._qemu_pids(run_id):
-        left.append(f"qemu pids {labmod._qemu_pids(run_id)}")
-    if wire.netns_name(name) in wire.list_netns():
-        left.append(f"netns {wire.netns_name(name)}")
-    if (labmod.run_root() / name).exists():
-        left.append(f"run dir {labmod.run_root() / name}")
-    return left
+    assert leftovers(other.name, other.run_id) == []
 
 
 def test_kill_9_of_dcblab_up_then_reap_leaves_nothing(lab):
     name = f"killed-{os.getpid()}"
-    state = labmod.run_root() / name / "state.json"
+    state = run_root() / name / "state.json"
     up = subprocess.Popen(DCBLAB + ["up", "--name", name],
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -163,47 +147,44 @@ def test_kill_9_of_dcblab_up_then_reap_leaves_nothing(lab):
                 pass
             time.sleep(0.02)
         assert run_id, "dcblab up never recorded its QEMU processes"
-        assert labmod._qemu_pids(run_id)
+        assert run_pids(run_id)
     finally:
         up.send_signal(signal.SIGKILL)
         up.wait()
-    assert _run_id_leftovers(name, run_id)  # the kill left things behind
+    assert leftovers(name, run_id)  # the kill left things behind
 
     r = subprocess.run(DCBLAB + ["reap"], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 0, r.stderr
-    assert _run_id_leftovers(name, run_id) == []
+    assert leftovers(name, run_id) == []
     # The session's lab carries a live owner: reap left it alone.
-    assert lab.h1.vm.alive() and lab.wire.netns in wire.list_netns()
+    assert lab.h1.alive() and lab.wire.netns in list_netns()
 
 
-BAD_TOPOLOGIES = {
-    "unknown-host": ('[hosts.h1]\n[hosts.h1.nics.eth0]\n'
-                     '[links.l1]\na = "h1:eth0"\nb = "h3:eth0"\n',
-                     'link "l1": unknown host "h3"'),
-    "queues": ('[hosts.h1]\n[hosts.h1.nics.eth0]\n[hosts.h2]\n'
-               '[hosts.h2.nics.eth0]\n[links.l1]\na = "h1:eth0"\n'
-               'b = "h2:eth0"\nqueues = 17\n',
-               'link "l1": queues must be 1..16, got 17'),
-    "bad-toml": ('[hosts.h1\n', 'invalid TOML'),
-}
+BAD = ROOT / "tests" / "topology" / "bad"
+# A few of the bad files (test_topology.py checks them all), through the
+# CLI: exit 2, one line, nothing started.
+CLI_BAD = ["link-unknown-host", "queues-17", "invalid-toml-value-missing"]
 
 
-@pytest.mark.parametrize("case", sorted(BAD_TOPOLOGIES))
-def test_bad_topology_is_one_line_error_exit_2_nothing_started(tmp_path,
-                                                               case):
-    text, expected = BAD_TOPOLOGIES[case]
-    path = tmp_path / f"{case}.toml"
-    path.write_text(text)
-    before = set(wire.list_netns())
-    r = subprocess.run(DCBLAB + ["up", str(path)], capture_output=True,
+@pytest.mark.parametrize("case", CLI_BAD)
+def test_bad_topology_is_one_line_error_exit_2_nothing_started(case,
+                                                               monkeypatch):
+    monkeypatch.chdir(ROOT)
+    path = f"tests/topology/bad/{case}.toml"
+    header = (BAD / f"{case}.toml").read_text().splitlines()[0]
+    before = set(list_netns())
+    labs_before = _labs()
+    r = subprocess.run(DCBLAB + ["up", path], capture_output=True,
                        text=True, timeout=30)
-    assert r.returncode == 2
-    assert r.stderr.count("\n") == 1, r.stderr
-    assert r.stderr.startswith(f"dcblab: {path}: ")
-    assert expected in r.stderr
-    assert set(wire.list_netns()) == before
-    assert not (labmod.run_root() / case).exists()
+    assert (r.returncode, r.stderr) == \
+        (2, f"dcblab: {header.removeprefix('# expect: ')}\n")
+    assert set(list_netns()) == before
+    assert _labs() == labs_before
+
+
+def _labs():
+    return set(run_root().iterdir()) if run_root().exists() else set()
 
 
 def test_missing_topology_file_is_one_line_error_exit_2(tmp_path):

@@ -9,10 +9,10 @@ Expected counts come from each scenario's own parameters.
 
 import pytest
 
-from dcblab import pcap
-from dcblab.traffic import (NETCLS, NETPRIO, Sink, TraceCounter, cgroup,
-                            mqprio, pcp_filters, pcp_packets, queue_packets,
-                            send)
+from dcblab.scenarios import two_cgroups_at_once
+from dcblab.testing import (NETCLS, NETPRIO, QueueCounter, Sink, TraceCounter,
+                            cgroup, flow_of, map_priority, mqprio, pcap,
+                            pcp_counts, pcp_filters, pcp_packets, send)
 
 VID = 100
 VLAN_DEV = f"eth0.{VID}"
@@ -30,16 +30,11 @@ def classes(lab):
 
 
 def _dst(lab, family="ipv4"):
-    nic = lab.topology.host("h2").nics[0]
-    vlan = next(v for v in nic.vlans if v.id == VID)
-    return str(getattr(vlan, family).ip)
-
-
-def _flow(sink_result, flow):
-    return next(f for f in sink_result["flows"] if f["flow"] == flow)
+    return lab.topology.address("h2", VID, family)
 
 
 def _cgwrite(guest, path, value):
+    """A write that may be refused: the Result, with the errno's name."""
     return guest.run(["cgwrite", path, value], check=False)
 
 
@@ -59,8 +54,7 @@ def test_each_new_cgroup_gets_a_distinct_prioidx_and_root_has_1(lab):
 
 def test_ifpriomap_line_sets_priority_for_that_device_only(lab):
     path, _ = cgroup(lab.h1, NETPRIO, "map")
-    assert _cgwrite(lab.h1, f"{path}/net_prio.ifpriomap",
-                    f"{VLAN_DEV} 5").rc == 0
+    map_priority(lab.h1, path, VLAN_DEV, 5)
     rows = dict(line.split() for line in
                 lab.h1.read(f"{path}/net_prio.ifpriomap").splitlines())
     assert rows[VLAN_DEV] == "5"
@@ -87,8 +81,7 @@ def test_ifpriomap_for_unknown_device_is_enodev(lab):
 
 def test_device_created_after_map_was_written_starts_at_0(lab):
     path, _ = cgroup(lab.h1, NETPRIO, "later")
-    assert _cgwrite(lab.h1, f"{path}/net_prio.ifpriomap",
-                    f"{VLAN_DEV} 6").rc == 0
+    map_priority(lab.h1, path, VLAN_DEV, 6)
     lab.h1.run(["ip", "link", "add", "late0", "type", "dummy"])
     rows = lab.h1.read(f"{path}/net_prio.ifpriomap").splitlines()
     assert "late0 0" in rows and f"{VLAN_DEV} 6" in rows
@@ -96,39 +89,21 @@ def test_device_created_after_map_was_written_starts_at_0(lab):
 
 # --- 3: two cgroups at once ---------------------------------------------------
 
-def test_two_cgroups_sending_at_once_keep_their_pcp_and_tc(classes):
-    lab = classes
-    per_flow = 50_000
-    prios = {1: 2, 2: 5}           # flow -> cgroup priority on eth0.100
-    total = per_flow * len(prios)
-    paths, counters = {}, {}
-    for flow, prio in prios.items():
-        paths[flow], idx = cgroup(lab.h1, NETPRIO, f"flow{flow}")
-        assert _cgwrite(lab.h1, f"{paths[flow]}/net_prio.ifpriomap",
-                        f"{VLAN_DEV} {prio}").rc == 0
-        counters[flow] = TraceCounter(
-            lab.h1, f"flow{flow}",
-            f'name == "{VLAN_DEV}" && prioidx == {idx} && applied == 1 && '
-            f"new_priority == {prio}")
-    queues_before = queue_packets(lab.h1, "eth0")
-    sink = Sink(lab.h2, "eth0", count=total, timeout=120, idle=5)
-
-    running = [send(lab.h1, _dst(lab), spawn=True, count=per_flow,
-                    flow=flow, cgroup=paths[flow]) for flow in prios]
-    for pid, argv in running:
-        res = lab.h1.vm.agent.wait(pid, argv, timeout=120)
-        assert res.rc == 0, res.stderr
-    got = sink.result()
-
-    queues = queue_packets(lab.h1, "eth0")
-    pcps = pcp_packets(lab.h2, "eth0")
-    for flow, prio in prios.items():
-        f = _flow(got, flow)
-        assert f["pcp"] == {str(prio): per_flow}, f     # 0 misclassified
-        assert (f["received"], f["lost"], f["duplicates"]) == (per_flow, 0, 0)
-        assert pcps[prio] == per_flow                  # flower agrees
-        assert queues[prio] - queues_before.get(prio, 0) == per_flow
-        assert counters[flow].count() == per_flow      # tracepoint agrees
+def test_two_cgroups_sending_at_once_keep_their_pcp_and_tc(lab):
+    """The scenario of `dcblab demo` (dcblab.scenarios): every frame of each
+    cgroup leaves by its TC's queue, is traced as mapped, and arrives with
+    its PCP, by priosink and by flower alike."""
+    per_flow, prios = 50_000, {1: 2, 2: 5}
+    res = two_cgroups_at_once(lab, prios, per_flow, vlan=VID, timeout=120)
+    for f in res.flows:
+        # Other TCs may carry the guests' own ARP/ND: only the flows' count.
+        assert res.tc_tx[f.prio] == per_flow
+        assert res.flower_rx[f.prio] == per_flow
+        assert (f.sent, f.received, f.lost, f.duplicates) == \
+            (per_flow, per_flow, 0, 0)
+        assert f.pcp_rx == {prios[f.flow]: per_flow}   # 0 misclassified
+        assert f.misclassified == 0
+        assert f.traced == per_flow                    # tracepoint agrees
 
 
 # --- 4: SO_PRIORITY -----------------------------------------------------------
@@ -138,8 +113,7 @@ def test_so_priority_set_by_the_application_overrides_cgroup_priority(
     lab = classes
     count, cg_prio, so_prio = 2000, 2, 6
     path, idx = cgroup(lab.h1, NETPRIO, "so")
-    assert _cgwrite(lab.h1, f"{path}/net_prio.ifpriomap",
-                    f"{VLAN_DEV} {cg_prio}").rc == 0
+    map_priority(lab.h1, path, VLAN_DEV, cg_prio)
     # Only eth0.100's decisions: eth0 may have a map too (any earlier
     # nonzero ifpriomap entry allocates one, and it is never freed).
     skipped = TraceCounter(lab.h1, "so", f'name == "{VLAN_DEV}" && '
@@ -147,8 +121,8 @@ def test_so_priority_set_by_the_application_overrides_cgroup_priority(
                            f"old_priority == {so_prio}")
     sink = Sink(lab.h2, "eth0", count=count, timeout=60, idle=3)
     send(lab.h1, _dst(lab), count=count, cgroup=path, so_priority=so_prio)
-    f = _flow(sink.result(), 1)
-    assert f["pcp"] == {str(so_prio): count}
+    f = flow_of(sink.result(), 1)
+    assert pcp_counts(f) == {so_prio: count}
     assert pcp_packets(lab.h2, "eth0")[so_prio] == count
     assert skipped.count() == count
 
@@ -159,13 +133,11 @@ def test_child_inherits_parent_map_at_creation_but_not_later_changes(classes):
     lab = classes
     count, first, second = 500, 3, 4
     parent, _ = cgroup(lab.h1, NETPRIO, "parent")
-    assert _cgwrite(lab.h1, f"{parent}/net_prio.ifpriomap",
-                    f"{VLAN_DEV} {first}").rc == 0
+    map_priority(lab.h1, parent, VLAN_DEV, first)
     child, _ = cgroup(lab.h1, NETPRIO, "parent/child")
     assert f"{VLAN_DEV} {first}" in \
         lab.h1.read(f"{child}/net_prio.ifpriomap").splitlines()
-    assert _cgwrite(lab.h1, f"{parent}/net_prio.ifpriomap",
-                    f"{VLAN_DEV} {second}").rc == 0
+    map_priority(lab.h1, parent, VLAN_DEV, second)
     assert f"{VLAN_DEV} {first}" in \
         lab.h1.read(f"{child}/net_prio.ifpriomap").splitlines()
 
@@ -173,8 +145,8 @@ def test_child_inherits_parent_map_at_creation_but_not_later_changes(classes):
     send(lab.h1, _dst(lab), count=count, flow=1, cgroup=child)
     send(lab.h1, _dst(lab), count=count, flow=2, cgroup=parent)
     got = sink.result()
-    assert _flow(got, 1)["pcp"] == {str(first): count}
-    assert _flow(got, 2)["pcp"] == {str(second): count}
+    assert pcp_counts(flow_of(got, 1)) == {first: count}
+    assert pcp_counts(flow_of(got, 2)) == {second: count}
 
 
 # --- 6: moving mid-stream -----------------------------------------------------
@@ -190,18 +162,16 @@ def test_moving_a_process_mid_stream_retags_its_open_socket(classes):
     a, _ = cgroup(lab.h1, NETPRIO, "before")
     b, _ = cgroup(lab.h1, NETPRIO, "after")
     for path, prio in ((a, before), (b, after)):
-        assert _cgwrite(lab.h1, f"{path}/net_prio.ifpriomap",
-                        f"{VLAN_DEV} {prio}").rc == 0
-    queues_before = queue_packets(lab.h1, "eth0")
+        map_priority(lab.h1, path, VLAN_DEV, prio)
+    queues = QueueCounter(lab.h1, "eth0")
     sink = Sink(lab.h2, "eth0", count=count, timeout=60, idle=3)
     sent = send(lab.h1, _dst(lab), count=count, cgroup=a, move_to=b,
                 move_after=count // 2)
     assert sent["moved_at"] == count // 2
-    f = _flow(sink.result(), 1)
-    assert f["pcp"] == {str(before): count // 2, str(after): count // 2}
+    f = flow_of(sink.result(), 1)
+    assert pcp_counts(f) == {before: count // 2, after: count // 2}
     assert (f["lost"], f["reordered"]) == (0, 0)
-    queues = queue_packets(lab.h1, "eth0")
-    delta = {q: n - queues_before.get(q, 0) for q, n in queues.items()}
+    delta = queues.delta()
     assert delta[before] == count
     assert delta[after] == 0
 
@@ -227,24 +197,22 @@ def test_which_device_map_decides_pcp_and_tc(classes, undo, tmp_path, maps,
     count = 200
     path, _ = cgroup(lab.h1, NETPRIO, "which")
     for dev, prio in maps.items():
-        assert _cgwrite(lab.h1, f"{path}/net_prio.ifpriomap",
-                        f"{dev} {prio}").rc == 0
+        map_priority(lab.h1, path, dev, prio)
     h1nic = lab.topology.host("h1").nics[0]
     pcap_file = tmp_path / "l1.pcap"
     cap = lab.wire.capture(h1nic, pcap_file, count,
                            ["vlan", str(VID), "and", "udp", "port", "9000"])
     undo.callback(lambda: cap.poll() is None and cap.kill())
-    queues_before = queue_packets(lab.h1, "eth0")
+    queues = QueueCounter(lab.h1, "eth0")
     sink = Sink(lab.h2, "eth0", count=count, timeout=60, idle=3)
     send(lab.h1, _dst(lab), count=count, cgroup=path)
-    got = _flow(sink.result(), 1)
+    got = flow_of(sink.result(), 1)
     cap.wait(timeout=20)
 
     tags = [pcap.vlan_tag(fr) for fr in pcap.read_frames(pcap_file)]
     assert tags == [(VID, wire_pcp, 0x0800)] * count
-    assert got["pcp"] == {str(wire_pcp): count}
-    queues = queue_packets(lab.h1, "eth0")
-    assert queues[tc] - queues_before.get(tc, 0) == count
+    assert pcp_counts(got) == {wire_pcp: count}
+    assert queues.delta()[tc] == count
 
 
 # --- 8: network namespaces ------------------------------------------------------
@@ -271,7 +239,7 @@ def test_ifpriomap_sees_only_devices_of_the_initial_netns(lab):
     assert "vx0" in inside and "vx1" not in inside
 
     h1.run(["ip", "-n", "ns1", "link", "set", "vx1", "netns", "1"])
-    assert _cgwrite(h1, f"{path}/net_prio.ifpriomap", "vx1 4").rc == 0
+    map_priority(h1, path, "vx1", 4)
 
 
 # --- 9: net_cls beside net_prio -------------------------------------------------
@@ -285,8 +253,7 @@ def test_net_cls_classid_with_cls_cgroup_steers_like_net_prio(classes):
     lab = classes
     count, prio_np, prio_cls = 1000, 2, 5
     np_path, _ = cgroup(lab.h1, NETPRIO, "np")
-    assert _cgwrite(lab.h1, f"{np_path}/net_prio.ifpriomap",
-                    f"{VLAN_DEV} {prio_np}").rc == 0
+    map_priority(lab.h1, np_path, VLAN_DEV, prio_np)
     cls_path, _ = cgroup(lab.h1, NETCLS, "cls")
     lab.h1.write(f"{cls_path}/net_cls.classid", "0x100001")
     lab.h1.run(["tc", "qdisc", "add", "dev", VLAN_DEV, "clsact"])
@@ -295,7 +262,7 @@ def test_net_cls_classid_with_cls_cgroup_steers_like_net_prio(classes):
     lab.h1.run(["tc", "filter", "add", "dev", VLAN_DEV, "egress", "pref",
                 "1", "handle", "1", "cgroup", "action", "skbedit",
                 "priority", str(prio_cls)])
-    queues_before = queue_packets(lab.h1, "eth0")
+    queues = QueueCounter(lab.h1, "eth0")
     sink = Sink(lab.h2, "eth0", count=3 * count, timeout=60, idle=3)
     send(lab.h1, _dst(lab), count=count, flow=1, cgroup=np_path)
     send(lab.h1, _dst(lab), count=count, flow=2, cgroup=cls_path)
@@ -304,9 +271,9 @@ def test_net_cls_classid_with_cls_cgroup_steers_like_net_prio(classes):
                 f"priosend -j --count {count} --flow 3 --cgroup {np_path} "
                 f"{_dst(lab)}"])
     got = sink.result()
-    assert _flow(got, 1)["pcp"] == {str(prio_np): count}
-    assert _flow(got, 2)["pcp"] == {str(prio_cls): count}
-    assert _flow(got, 3)["pcp"] == {str(prio_cls): count}
-    queues = queue_packets(lab.h1, "eth0")
-    assert queues[prio_np] - queues_before.get(prio_np, 0) == count
-    assert queues[prio_cls] - queues_before.get(prio_cls, 0) == 2 * count
+    assert pcp_counts(flow_of(got, 1)) == {prio_np: count}
+    assert pcp_counts(flow_of(got, 2)) == {prio_cls: count}
+    assert pcp_counts(flow_of(got, 3)) == {prio_cls: count}
+    delta = queues.delta()
+    assert delta[prio_np] == count
+    assert delta[prio_cls] == 2 * count

@@ -6,19 +6,41 @@ and ...b, lo alias dcblab-run:tools<pid>, so `dcblab reap` recognises
 them) and always deletes.
 """
 
+import errno
 import json
 import os
 import subprocess
+import sys
 import time
 
 import pytest
 
-from dcblab.paths import ROOT
+from dcblab.core.paths import ROOT
 
 PID = os.getpid()
 NS_A, NS_B = f"dcblab-tl{PID}a", f"dcblab-tl{PID}b"
 V4_A, V4_B = "203.0.113.65", "203.0.113.66"
 V6_A, V6_B = "2001:db8:ee::1", "2001:db8:ee::2"
+
+# tools/payload.h: what priosend writes and priosink looks for in raw mode
+PAYLOAD_MAGIC, RAW_ETHERTYPE = 0x44434231, 0x88B5
+ETH_P_8021Q = 0x8100
+
+# Frames priosend cannot make: 802.1Q-tagged ones, built by hand.  The
+# kernel moves the tag of a received frame into PACKET_AUXDATA, which is
+# what priosink reads, so no VLAN device (nor 8021q) is needed.
+_INJECT = """
+import socket, struct, sys
+dev, dst, tci, flow, prio, count = sys.argv[1:]
+dst = bytes.fromhex(dst.replace(":", ""))
+src = bytes.fromhex("020000000001")
+tag = struct.pack("!HHH", %d, int(tci), %d)
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind((dev, 0))
+for seq in range(int(count)):
+    s.send(dst + src + tag + struct.pack("!IIQI4x", %d, int(flow), seq,
+                                         int(prio)))
+""" % (ETH_P_8021Q, RAW_ETHERTYPE, PAYLOAD_MAGIC)
 
 
 @pytest.fixture(scope="module")
@@ -61,11 +83,12 @@ def veth(tools):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
-def _sink(veth, *args, timeout=10):
+def _sink(veth, *args, timeout=10, json_out=True):
     ready = veth["tools"] / f"ready-{time.monotonic_ns()}"
     proc = subprocess.Popen(
-        ["ip", "netns", "exec", NS_B, str(veth["tools"] / "priosink"), "-j",
-         "-i", "vb", "-t", str(timeout), "-R", str(ready), *map(str, args)],
+        ["ip", "netns", "exec", NS_B, str(veth["tools"] / "priosink"),
+         *(["-j"] if json_out else []), "-i", "vb", "-t", str(timeout),
+         "-R", str(ready), *map(str, args)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 10
     while not ready.exists():
@@ -82,10 +105,17 @@ def _send(veth, *args):
     return json.loads(r.stdout)
 
 
-def _collect(proc):
+def _inject_tagged(veth, *, pcp, vid, flow, prio, count):
+    """count raw frames of flow from va to vb, tagged PCP pcp, VID vid."""
+    r = _run(["ip", "netns", "exec", NS_A, sys.executable, "-c", _INJECT,
+              "va", veth["mac_b"], pcp << 13 | vid, flow, prio, count])
+    assert r.returncode == 0, r.stderr
+
+
+def _collect(proc, json_out=True):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
-    return json.loads(out)
+    return json.loads(out) if json_out else out
 
 
 def _flow(result, flow):
@@ -104,26 +134,41 @@ def test_help_exits_0_with_usage(tools, tool):
     assert r.returncode == 0 and r.stdout.startswith("usage:")
 
 
-@pytest.mark.parametrize("args", [
-    ["--count", "0", "192.0.2.1"],
-    ["--size", "23", "192.0.2.1"],
-    ["--rate", "-1", "192.0.2.1"],
-    ["--bogus", "192.0.2.1"],
-    [],
-    ["not-an-address"],
-    ["--mode", "raw", "-I", "lo", "02:00:00:00:00"],
-    ["--mode", "raw", "02:00:00:00:00:01"],
-], ids=["count-0", "size-23", "rate-negative", "unknown-option", "no-dest",
-        "bad-address", "bad-mac", "raw-without-interface"])
-def test_priosend_usage_error_exits_2(tools, args):
-    r = _run([tools / "priosend", *args])
+USAGE_ERRORS = {
+    "priosend": {
+        "count-0": ["--count", "0", "192.0.2.1"],
+        "size-23": ["--size", "23", "192.0.2.1"],
+        "rate-negative": ["--rate", "-1", "192.0.2.1"],
+        "unknown-option": ["--bogus", "192.0.2.1"],
+        "no-dest": [],
+        "bad-address": ["not-an-address"],
+        "bad-mac": ["--mode", "raw", "-I", "lo", "02:00:00:00:00"],
+        "raw-without-interface": ["--mode", "raw", "02:00:00:00:00:01"],
+    },
+    "priosink": {
+        "no-interface": [],
+        "timeout-not-a-number": ["-i", "lo", "-t", "x"],
+        "interface-without-value": ["-i"],
+    },
+    "cgwrite": {
+        "no-operands": [],
+        "one-operand": ["only-a-path"],
+        "unknown-option": ["-x", "p", "v"],
+    },
+}
+
+
+@pytest.mark.parametrize("tool, args", [
+    (tool, args) for tool, cases in USAGE_ERRORS.items()
+    for args in cases.values()],
+    ids=[f"{tool}-{case}" for tool, cases in USAGE_ERRORS.items()
+         for case in cases])
+def test_usage_error_is_one_line_and_exits_2(tools, tool, args):
+    r = _run([tools / tool, *args])
     assert r.returncode == 2, r.stdout + r.stderr
-    assert "try priosend -h" in r.stderr
-
-
-@pytest.mark.parametrize("args", [[], ["-i", "lo", "-t", "x"], ["-i"]])
-def test_priosink_usage_error_exits_2(tools, args):
-    assert _run([tools / "priosink", *args]).returncode == 2
+    assert r.stderr.startswith(f"{tool}: ")
+    assert r.stderr.endswith(f"; try {tool} -h\n")
+    assert r.stderr.count("\n") == 1, r.stderr
 
 
 def test_priosend_into_missing_cgroup_fails_naming_it(tools):
@@ -142,6 +187,18 @@ def test_cgwrite_reports_errno_by_name(tools, tmp_path):
     assert target.read_text() == "eth0 5"
 
 
+def test_cgwrite_json_reports_errno_name_and_bytes_written(tools, tmp_path):
+    target, value = tmp_path / "f", "eth0 5"
+    target.touch()
+    r = _run([tools / "cgwrite", "-j", target, value])
+    assert json.loads(r.stdout) == {"errno": 0, "name": "",
+                                    "written": len(value)}
+    r = _run([tools / "cgwrite", "-j", tmp_path / "no" / "file", value])
+    assert r.returncode == 1
+    assert json.loads(r.stdout) == {"errno": errno.ENOENT, "name": "ENOENT",
+                                    "written": -1}
+
+
 @pytest.mark.parametrize("family, dst", [("ipv4", V4_B), ("ipv6", V6_B)])
 def test_udp_frames_all_arrive_in_order(veth, family, dst):
     count = 2000
@@ -152,7 +209,8 @@ def test_udp_frames_all_arrive_in_order(veth, family, dst):
     f = _flow(got, 7)
     assert (f["received"], f["lost"], f["duplicates"], f["reordered"]) == \
         (count, 0, 0, 0)
-    assert f["pcp"] == {"untagged": count}
+    assert f["untagged"] == count and f["pcp"] == [0] * 8
+    assert f["vid"] == []
 
 
 def test_raw_frames_to_peer_mac_arrive(veth):
@@ -182,7 +240,49 @@ def test_so_priority_is_recorded_in_the_payload(veth):
     sink = _sink(veth, "-c", count)
     sent = _send(veth, "--count", count, "--so-priority", prio, V4_B)
     assert sent["so_priority"] == prio
-    assert _flow(_collect(sink), 1)["so_priority"] == {str(prio): count}
+    assert _flow(_collect(sink), 1)["so_priority"] == \
+        [{"priority": prio, "frames": count}]
+
+
+def test_tagged_frames_land_in_their_pcp_slot(veth):
+    count, pcp, vid, flow, prio = 300, 5, 100, 3, 4
+    sink = _sink(veth, "-c", count)
+    _inject_tagged(veth, pcp=pcp, vid=vid, flow=flow, prio=prio,
+                   count=count)
+    f = _flow(_collect(sink), flow)
+    assert f["received"] == count
+    assert f["pcp"] == [count if p == pcp else 0 for p in range(8)]
+    assert f["untagged"] == 0
+    assert f["vid"] == [{"vid": vid, "frames": count}]
+    assert f["so_priority"] == [{"priority": prio, "frames": count}]
+
+
+def test_priosink_json_has_exactly_the_pinned_keys_and_types(veth):
+    count = 10
+    sink = _sink(veth, "-c", count)
+    _inject_tagged(veth, pcp=1, vid=2, flow=1, prio=3, count=count)
+    got = _collect(sink)
+    assert {k: type(v) for k, v in got.items()} == {
+        "interface": str, "frames": int, "other": int, "socket_drops": int,
+        "elapsed_s": float, "flows": list}
+    (f,) = got["flows"]
+    assert {k: type(v) for k, v in f.items()} == {
+        "flow": int, "received": int, "lost": int, "duplicates": int,
+        "reordered": int, "max_seq": int, "pcp": list, "untagged": int,
+        "vid": list, "so_priority": list}
+    assert len(f["pcp"]) == 8 and all(type(n) is int for n in f["pcp"])
+    for key, entries in (("vid", f["vid"]), ("priority", f["so_priority"])):
+        assert entries and all(
+            {k: type(v) for k, v in e.items()} == {key: int, "frames": int}
+            for e in entries)
+
+
+def test_priosink_text_names_pcp_with_its_count(veth):
+    count, pcp = 20, 6
+    sink = _sink(veth, "-c", count, json_out=False)
+    _inject_tagged(veth, pcp=pcp, vid=7, flow=1, prio=0, count=count)
+    out = _collect(sink, json_out=False)
+    assert f"pcp{pcp}={count}" in out.split(), out
 
 
 def test_rate_paces_the_sender(veth):

@@ -12,6 +12,8 @@
  * Exit 0 when the write took the whole value, 1 when open or write failed
  * (stderr: "cgwrite: PATH: ENAME (strerror)"), 2 on usage errors.
  */
+#include "util.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -38,66 +40,64 @@ static const char *errname(int err)
 	return "E?";
 }
 
-static void usage(FILE *f)
+static void usage(void)
 {
-	fprintf(f, "usage: cgwrite [-j] PATH VALUE\n"
-		   "  write VALUE to PATH with one write(2); report errno by name\n"
-		   "  -j, --json   print {\"errno\":N,\"name\":\"...\",\"written\":N}\n"
-		   "  -h, --help   this text\n");
+	printf("usage: cgwrite [-j] PATH VALUE\n"
+	       "  write VALUE to PATH with one write(2); report errno by name\n"
+	       "  -j, --json   print {\"errno\":N,\"name\":\"...\",\"written\":N}\n"
+	       "  -h, --help   this text\n");
+}
+
+/*
+ * The errno of open, write or close, 0 if none failed; *written is -1 when
+ * write did not run or failed.
+ */
+static int write_once(const char *path, const char *value, ssize_t *written)
+{
+	int fd, err = 0;
+
+	*written = -1;
+	fd = open(path, O_WRONLY);
+	if (fd < 0)
+		return errno;
+	*written = write(fd, value, strlen(value));
+	if (*written < 0)
+		err = errno;
+	if (close(fd) < 0 && !err)
+		err = errno;
+	return err;
 }
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	int json = 0, c, fd, err = 0;
-	ssize_t n = -1;
+	static const struct option lo[] = { COMMON_OPTIONS };
+	struct cli cli = { .shortopts = ":jh", .longopts = lo,
+			   .operands = "PATH VALUE", .usage = usage };
+	ssize_t n;
+	int err;
 
-	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'j':
-			json = 1;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			fprintf(stderr, "try cgwrite -h\n");
-			return 2;
-		}
-	}
-	if (argc - optind != 2) {
-		fprintf(stderr, "cgwrite: need PATH and VALUE; try cgwrite -h\n");
-		return 2;
-	}
+	progname = "cgwrite";
+	err = parse_options(argc, argv, &cli);
+	if (err)
+		return err;
 	const char *path = argv[optind], *value = argv[optind + 1];
 	size_t len = strlen(value);
 
-	fd = open(path, O_WRONLY);
-	if (fd < 0) {
-		err = errno;
-	} else {
-		n = write(fd, value, len);
-		if (n < 0)
-			err = errno;
-		if (close(fd) < 0 && !err)
-			err = errno;
-	}
-	if (json)
-		printf("{\"errno\":%d,\"name\":\"%s\",\"written\":%zd}\n",
-		       err, err ? errname(err) : "", n);
-	if (err) {
-		fprintf(stderr, "cgwrite: %s: %s (%s)\n", path, errname(err),
-			strerror(err));
-		return 1;
-	}
-	if ((size_t)n != len) {
-		fprintf(stderr, "cgwrite: %s: short write, %zd of %zu bytes\n",
-			path, n, len);
-		return 1;
-	}
+	err = write_once(path, value, &n);
+	/*
+	 * Failures are data here: the JSON reports them as well as stderr.
+	 * The text says nothing, like a shell's echo > file that worked.
+	 */
+	new_json_obj(stdout, cli.json);
+	print_int(PRINT_JSON, "errno", NULL, err);
+	print_string(PRINT_JSON, "name", NULL, err ? errname(err) : "");
+	print_int(PRINT_JSON, "written", NULL, n);
+	delete_json_obj();
+	if (err)
+		return runtime_error("%s: %s (%s)", path, errname(err),
+				     strerror(err));
+	if ((size_t)n != len)
+		return runtime_error("%s: short write, %zd of %zu bytes", path,
+				     n, len);
 	return 0;
 }

@@ -7,8 +7,8 @@
  * SO_PRIORITY, and can move itself to another cgroup mid-stream while the
  * socket stays open.  Every frame carries the payload of payload.h.
  */
-#include "parse.h"
 #include "payload.h"
+#include "util.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -27,21 +27,31 @@
 #define MAX_PAYLOAD 1472
 
 struct opts {
-	int raw;
+	struct cli cli;
+	bool raw;
 	const char *dest;
 	const char *ifname;
 	uint64_t port, count, rate, size, flow, ethertype;
 	const char *cgroup, *move_to;
 	uint64_t move_after;
-	int move_after_set;
+	bool move_after_set;
 	uint64_t so_priority;
-	int so_priority_set;
-	int json;
+	bool so_priority_set;
+	/* DEST, parsed: a MAC in raw mode, an IP address and port in udp */
+	uint8_t mac[6];
+	struct sockaddr_storage ip;
+	socklen_t ip_len;
 };
 
-static void usage(FILE *f)
+struct result {
+	uint64_t sent, errors, retries;
+	long long moved_at;		/* frames sent before the move, or -1 */
+	double elapsed;
+};
+
+static void usage(void)
 {
-	fprintf(f,
+	printf(
 "usage: priosend [OPTIONS] DEST\n"
 "Send numbered frames (flow id + sequence number in each payload).\n"
 "  DEST                    udp: IPv4/IPv6 address; raw: MAC aa:bb:cc:dd:ee:ff\n"
@@ -62,6 +72,17 @@ static void usage(FILE *f)
 		DEFAULT_PORT, PAYLOAD_LEN, MAX_PAYLOAD, DEFAULT_ETHERTYPE);
 }
 
+/* --move-after has no short form: 'A' is not in the short options. */
+static const struct option longopts[] = {
+	OPTION_ARG("mode", 'm'), OPTION_ARG("interface", 'I'),
+	OPTION_ARG("port", 'p'), OPTION_ARG("count", 'c'),
+	OPTION_ARG("rate", 'r'), OPTION_ARG("size", 's'),
+	OPTION_ARG("flow", 'f'), OPTION_ARG("cgroup", 'g'),
+	OPTION_ARG("move-to", 'M'), OPTION_ARG("move-after", 'A'),
+	OPTION_ARG("so-priority", 'P'), OPTION_ARG("ethertype", 'E'),
+	COMMON_OPTIONS,
+};
+
 static int join_cgroup(const char *path)
 {
 	char file[4096];
@@ -69,274 +90,258 @@ static int join_cgroup(const char *path)
 
 	snprintf(file, sizeof(file), "%s/cgroup.procs", path);
 	f = fopen(file, "w");
-	if (!f || fprintf(f, "%d\n", getpid()) < 0 || fclose(f) != 0) {
-		fprintf(stderr, "priosend: cannot join cgroup %s: %s\n", path,
-			strerror(errno));
-		return -1;
-	}
+	if (!f || fprintf(f, "%d\n", getpid()) < 0 || fclose(f) != 0)
+		return runtime_error("cannot join cgroup %s: %s", path,
+				     strerror(errno));
 	return 0;
 }
 
-static double now(void)
+/* DEST into o->mac or o->ip; a bad DEST is a usage error. */
+static int parse_dest(struct opts *o)
 {
-	struct timespec ts;
+	struct sockaddr_in *in4 = (void *)&o->ip;
+	struct sockaddr_in6 *in6 = (void *)&o->ip;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static int parse_args(int argc, char **argv, struct opts *o)
-{
-	static const struct option lo[] = {
-		{ "mode", required_argument, NULL, 'm' },
-		{ "interface", required_argument, NULL, 'I' },
-		{ "port", required_argument, NULL, 'p' },
-		{ "count", required_argument, NULL, 'c' },
-		{ "rate", required_argument, NULL, 'r' },
-		{ "size", required_argument, NULL, 's' },
-		{ "flow", required_argument, NULL, 'f' },
-		{ "cgroup", required_argument, NULL, 'g' },
-		{ "move-to", required_argument, NULL, 'M' },
-		{ "move-after", required_argument, NULL, 'A' },
-		{ "so-priority", required_argument, NULL, 'P' },
-		{ "ethertype", required_argument, NULL, 'E' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	int c;
-
-	while ((c = getopt_long(argc, argv, "m:I:p:c:r:s:f:g:M:P:E:jh", lo,
-				NULL)) != -1) {
-		int bad = 0;
-
-		switch (c) {
-		case 'm':
-			if (!strcmp(optarg, "raw")) {
-				o->raw = 1;
-			} else if (strcmp(optarg, "udp")) {
-				fprintf(stderr, "--mode: '%s' is not udp or raw\n",
-					optarg);
-				bad = 1;
-			}
-			break;
-		case 'I': o->ifname = optarg; break;
-		case 'p': bad = parse_u64("--port", optarg, 1, 65535, &o->port); break;
-		case 'c': bad = parse_u64("--count", optarg, 1, 1000000000, &o->count); break;
-		case 'r': bad = parse_u64("--rate", optarg, 0, 100000000, &o->rate); break;
-		case 's': bad = parse_u64("--size", optarg, PAYLOAD_LEN, MAX_PAYLOAD, &o->size); break;
-		case 'f': bad = parse_u64("--flow", optarg, 0, UINT32_MAX, &o->flow); break;
-		case 'g': o->cgroup = optarg; break;
-		case 'M': o->move_to = optarg; break;
-		case 'A':
-			bad = parse_u64("--move-after", optarg, 0, 1000000000,
-					&o->move_after);
-			o->move_after_set = 1;
-			break;
-		case 'P':
-			bad = parse_u64("--so-priority", optarg, 0, UINT32_MAX,
-					&o->so_priority);
-			o->so_priority_set = 1;
-			break;
-		case 'E': bad = parse_u64("--ethertype", optarg, 0x600, 0xffff, &o->ethertype); break;
-		case 'j': o->json = 1; break;
-		case 'h': usage(stdout); exit(0);
-		default: bad = 1;
-		}
-		if (bad)
-			return -1;
-	}
-	if (optind != argc - 1) {
-		fprintf(stderr, "priosend: need exactly one DEST\n");
-		return -1;
-	}
-	o->dest = argv[optind];
-	if (o->raw && !o->ifname) {
-		fprintf(stderr, "priosend: raw mode needs --interface\n");
-		return -1;
-	}
-	if (o->move_after_set && !o->move_to) {
-		fprintf(stderr, "priosend: --move-after needs --move-to\n");
-		return -1;
-	}
-	if (!o->move_after_set)
-		o->move_after = o->count / 2;
-	return 0;
-}
-
-/* A connected socket for o; -1 on error (message printed). */
-static int open_socket(const struct opts *o, int *is_raw_out)
-{
-	int fd;
-
-	*is_raw_out = o->raw;
-	if (o->raw) {
-		struct sockaddr_ll sll = { .sll_family = AF_PACKET };
-
-		if (parse_mac("DEST", o->dest, sll.sll_addr) < 0)
-			return -2;
-		sll.sll_halen = 6;
-		sll.sll_protocol = htons(o->ethertype);
-		sll.sll_ifindex = if_nametoindex(o->ifname);
-		if (!sll.sll_ifindex) {
-			fprintf(stderr, "priosend: interface %s: %s\n",
-				o->ifname, strerror(errno));
-			return -1;
-		}
-		/* Packet sockets do not connect: main() sends with sendto(). */
-		fd = socket(AF_PACKET, SOCK_DGRAM, htons(o->ethertype));
-		if (fd < 0) {
-			fprintf(stderr, "priosend: packet socket on %s: %s\n",
-				o->ifname, strerror(errno));
-			return -1;
-		}
-		return fd;
-	}
-
-	struct sockaddr_storage ss = { 0 };
-	socklen_t len;
-	struct sockaddr_in *in4 = (void *)&ss;
-	struct sockaddr_in6 *in6 = (void *)&ss;
-
+	if (o->raw)
+		return parse_mac("DEST", o->dest, o->mac);
 	if (inet_pton(AF_INET, o->dest, &in4->sin_addr) == 1) {
 		in4->sin_family = AF_INET;
 		in4->sin_port = htons(o->port);
-		len = sizeof(*in4);
+		o->ip_len = sizeof(*in4);
 	} else if (inet_pton(AF_INET6, o->dest, &in6->sin6_addr) == 1) {
 		in6->sin6_family = AF_INET6;
 		in6->sin6_port = htons(o->port);
-		len = sizeof(*in6);
+		o->ip_len = sizeof(*in6);
 	} else {
-		fprintf(stderr, "priosend: DEST '%s' is not an IPv4 or IPv6 "
-			"address\n", o->dest);
-		return -2;
+		return usage_error("DEST '%s' is not an IPv4 or IPv6 address",
+				   o->dest);
 	}
-	fd = socket(ss.ss_family, SOCK_DGRAM, 0);
+	return 0;
+}
+
+static int set_option(void *ctx, int c, const char *arg)
+{
+	struct opts *o = ctx;
+
+	switch (c) {
+	case 'm':
+		if (!strcmp(arg, "raw"))
+			o->raw = true;
+		else if (strcmp(arg, "udp"))
+			return usage_error("--mode '%s' is not udp or raw", arg);
+		return 0;
+	case 'I':
+		o->ifname = arg;
+		return 0;
+	case 'p':
+		return parse_u64("--port", arg, 1, 65535, &o->port);
+	case 'c':
+		return parse_u64("--count", arg, 1, 1000000000, &o->count);
+	case 'r':
+		return parse_u64("--rate", arg, 0, 100000000, &o->rate);
+	case 's':
+		return parse_u64("--size", arg, PAYLOAD_LEN, MAX_PAYLOAD,
+				 &o->size);
+	case 'f':
+		return parse_u64("--flow", arg, 0, UINT32_MAX, &o->flow);
+	case 'g':
+		o->cgroup = arg;
+		return 0;
+	case 'M':
+		o->move_to = arg;
+		return 0;
+	case 'A':
+		o->move_after_set = true;
+		return parse_u64("--move-after", arg, 0, 1000000000,
+				 &o->move_after);
+	case 'P':
+		o->so_priority_set = true;
+		return parse_u64("--so-priority", arg, 0, UINT32_MAX,
+				 &o->so_priority);
+	case 'E':
+		return parse_u64("--ethertype", arg, 0x600, 0xffff,
+				 &o->ethertype);
+	}
+	return 0;
+}
+
+/* After parse_options(): what no single option can tell. */
+static int check_args(struct opts *o, char **argv)
+{
+	o->dest = argv[optind];
+	if (o->raw && !o->ifname)
+		return usage_error("raw mode needs --interface");
+	if (o->move_after_set && !o->move_to)
+		return usage_error("--move-after needs --move-to");
+	if (!o->move_after_set)
+		o->move_after = o->count / 2;
+	return parse_dest(o);
+}
+
+/* A socket ready to send to DEST; -1 after the message on error. */
+static int open_socket(const struct opts *o)
+{
+	int fd;
+
+	/* Packet sockets do not connect: send_frames() uses sendto(). */
+	if (o->raw)
+		fd = socket(AF_PACKET, SOCK_DGRAM, htons(o->ethertype));
+	else
+		fd = socket(o->ip.ss_family, SOCK_DGRAM, 0);
 	if (fd < 0) {
-		fprintf(stderr, "priosend: socket: %s\n", strerror(errno));
+		runtime_error("%s socket: %s", o->raw ? "packet" : "udp",
+			      strerror(errno));
 		return -1;
 	}
-	if (o->ifname && setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, o->ifname,
-				    strlen(o->ifname)) < 0) {
-		fprintf(stderr, "priosend: bind to %s: %s\n", o->ifname,
-			strerror(errno));
-		return -1;
+	if (!o->raw && o->ifname &&
+	    setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, o->ifname,
+		       strlen(o->ifname)) < 0) {
+		runtime_error("bind to %s: %s", o->ifname, strerror(errno));
+		goto err;
 	}
-	if (connect(fd, (void *)&ss, len) < 0) {
-		fprintf(stderr, "priosend: connect %s: %s\n", o->dest,
-			strerror(errno));
-		return -1;
+	if (!o->raw && connect(fd, (const void *)&o->ip, o->ip_len) < 0) {
+		runtime_error("connect %s: %s", o->dest, strerror(errno));
+		goto err;
+	}
+	if (o->so_priority_set) {
+		int prio = (int)(uint32_t)o->so_priority;
+
+		if (setsockopt(fd, SOL_SOCKET, SO_PRIORITY, &prio,
+			       sizeof(prio)) < 0) {
+			runtime_error("SO_PRIORITY %llu: %s",
+				      (unsigned long long)o->so_priority,
+				      strerror(errno));
+			goto err;
+		}
 	}
 	return fd;
+err:
+	close(fd);
+	return -1;
+}
+
+/* Sleep until *next, then move *next on by one frame at rate. */
+static void pace(struct timespec *next, uint64_t rate)
+{
+	clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, next, NULL);
+	next->tv_nsec += 1000000000ll / rate;
+	while (next->tv_nsec >= 1000000000) {
+		next->tv_nsec -= 1000000000;
+		next->tv_sec++;
+	}
+}
+
+static int send_frames(int fd, const struct opts *o, struct result *r)
+{
+	struct sockaddr_ll sll = {
+		.sll_family = AF_PACKET,
+		.sll_protocol = htons(o->ethertype),
+		.sll_halen = 6,
+	};
+	uint8_t buf[MAX_PAYLOAD] = { 0 };
+	struct timespec next;
+	double t0;
+
+	if (o->raw) {
+		sll.sll_ifindex = if_nametoindex(o->ifname);
+		if (!sll.sll_ifindex)
+			return runtime_error("interface %s: %s", o->ifname,
+					     strerror(errno));
+		memcpy(sll.sll_addr, o->mac, 6);
+	}
+	r->moved_at = -1;
+	t0 = now();
+	clock_gettime(CLOCK_MONOTONIC, &next);
+	while (r->sent < o->count) {
+		struct payload p = { .flow = (uint32_t)o->flow, .seq = r->sent,
+				     .so_priority = (uint32_t)o->so_priority };
+		ssize_t n;
+
+		if (o->move_to && r->sent == o->move_after && r->moved_at < 0) {
+			if (join_cgroup(o->move_to))
+				return EXIT_FAILURE;
+			r->moved_at = (long long)r->sent;
+		}
+		if (o->rate)
+			pace(&next, o->rate);
+		payload_put(buf, &p);
+		if (o->raw)
+			n = sendto(fd, buf, o->size, 0, (void *)&sll,
+				   sizeof(sll));
+		else
+			n = send(fd, buf, o->size, 0);
+		if (n >= 0) {
+			r->sent++;
+		} else if (errno == ENOBUFS || errno == EAGAIN ||
+			   errno == EINTR) {
+			/* a full queue: wait for it to drain, send again */
+			r->retries++;
+			usleep(50);
+		} else if (errno == ECONNREFUSED) {
+			/* an ICMP unreachable from the peer: not ours */
+			r->errors++;
+		} else {
+			return runtime_error("send: %s (after %llu frames)",
+					     strerror(errno),
+					     (unsigned long long)r->sent);
+		}
+	}
+	r->elapsed = now() - t0;
+	return 0;
+}
+
+static void print_result(const struct opts *o, const struct result *r)
+{
+	double pps = r->elapsed > 0 ? r->sent / r->elapsed : 0.0;
+
+	new_json_obj(stdout, o->cli.json);
+	print_uint(PRINT_ANY, "sent", "priosend: %llu frames", r->sent);
+	print_uint(PRINT_ANY, "flow", " of flow %llu", o->flow);
+	print_float(PRINT_ANY, "elapsed_s", " in %.3f s", r->elapsed);
+	print_float(PRINT_ANY, "pps", " (%.0f pps)", pps);
+	print_uint(r->errors ? PRINT_ANY : PRINT_JSON, "errors",
+		   ", %llu refused", r->errors);
+	print_uint(r->retries ? PRINT_ANY : PRINT_JSON, "retries",
+		   ", %llu retries", r->retries);
+	print_string(PRINT_JSON, "mode", NULL, o->raw ? "raw" : "udp");
+	print_uint(PRINT_JSON, "so_priority", NULL, o->so_priority);
+	if (r->moved_at < 0)
+		print_null(PRINT_JSON, "moved_at", NULL);
+	else
+		print_int(PRINT_ANY, "moved_at",
+			  ", moved cgroup after %lld frames", r->moved_at);
+	print_text("\n");
+	delete_json_obj();
 }
 
 int main(int argc, char **argv)
 {
-	struct opts o = { .port = DEFAULT_PORT, .count = 1000, .size = 64,
-			  .flow = 1, .ethertype = DEFAULT_ETHERTYPE };
-	uint8_t buf[MAX_PAYLOAD] = { 0 };
-	struct sockaddr_ll sll = { .sll_family = AF_PACKET };
-	uint64_t sent = 0, errors = 0, retries = 0;
-	long long moved_at = -1;
-	int fd, is_raw;
-	double t0, elapsed;
-	struct timespec next;
+	struct opts o = {
+		.cli = { .shortopts = ":m:I:p:c:r:s:f:g:M:P:E:jh",
+			 .longopts = longopts, .operands = "DEST",
+			 .usage = usage, .set = set_option, .ctx = &o },
+		.port = DEFAULT_PORT, .count = 1000, .size = 64, .flow = 1,
+		.ethertype = DEFAULT_ETHERTYPE,
+	};
+	struct result r = { 0 };
+	int fd, err;
 
-	if (parse_args(argc, argv, &o) < 0) {
-		fprintf(stderr, "try priosend -h\n");
-		return 2;
-	}
-	if (o.cgroup && join_cgroup(o.cgroup) < 0)
-		return 1;
-	fd = open_socket(&o, &is_raw);
-	if (fd == -2) {
-		fprintf(stderr, "try priosend -h\n");
-		return 2;
-	}
+	progname = "priosend";
+	err = parse_options(argc, argv, &o.cli);
+	if (!err)
+		err = check_args(&o, argv);
+	if (err)
+		return err;
+	/* Before the socket: net_prio tags a socket when it is created. */
+	if (o.cgroup && join_cgroup(o.cgroup))
+		return EXIT_FAILURE;
+	fd = open_socket(&o);
 	if (fd < 0)
-		return 1;
-	if (is_raw) {
-		parse_mac("DEST", o.dest, sll.sll_addr);
-		sll.sll_halen = 6;
-		sll.sll_protocol = htons(o.ethertype);
-		sll.sll_ifindex = if_nametoindex(o.ifname);
-	}
-	if (o.so_priority_set) {
-		int prio = (int)(uint32_t)o.so_priority;
-
-		if (setsockopt(fd, SOL_SOCKET, SO_PRIORITY, &prio,
-			       sizeof(prio)) < 0) {
-			fprintf(stderr, "priosend: SO_PRIORITY %llu: %s\n",
-				(unsigned long long)o.so_priority,
-				strerror(errno));
-			return 1;
-		}
-	}
-
-	t0 = now();
-	clock_gettime(CLOCK_MONOTONIC, &next);
-	while (sent < o.count) {
-		struct payload p = { .flow = (uint32_t)o.flow, .seq = sent,
-				     .so_priority = (uint32_t)o.so_priority };
-		ssize_t n;
-
-		if (o.move_to && sent == o.move_after && moved_at < 0) {
-			if (join_cgroup(o.move_to) < 0)
-				return 1;
-			moved_at = (long long)sent;
-		}
-		if (o.rate) {
-			clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next,
-					NULL);
-			next.tv_nsec += 1000000000ll / o.rate;
-			while (next.tv_nsec >= 1000000000) {
-				next.tv_nsec -= 1000000000;
-				next.tv_sec++;
-			}
-		}
-		payload_put(buf, &p);
-		if (is_raw)
-			n = sendto(fd, buf, o.size, 0, (void *)&sll,
-				   sizeof(sll));
-		else
-			n = send(fd, buf, o.size, 0);
-		if (n < 0) {
-			if (errno == ENOBUFS || errno == EAGAIN ||
-			    errno == EINTR) {
-				retries++;
-				usleep(50);
-				continue;
-			}
-			if (errno == ECONNREFUSED) {
-				/* an ICMP unreachable from the peer: not ours */
-				errors++;
-				continue;
-			}
-			fprintf(stderr, "priosend: send: %s (after %llu)\n",
-				strerror(errno), (unsigned long long)sent);
-			return 1;
-		}
-		sent++;
-	}
-	elapsed = now() - t0;
-	if (o.json) {
-		printf("{\"sent\":%llu,\"errors\":%llu,\"retries\":%llu,"
-		       "\"elapsed_s\":%.6f,\"pps\":%.1f,\"flow\":%llu,"
-		       "\"mode\":\"%s\",\"so_priority\":%llu,\"moved_at\":",
-		       (unsigned long long)sent, (unsigned long long)errors,
-		       (unsigned long long)retries, elapsed,
-		       elapsed > 0 ? sent / elapsed : 0.0,
-		       (unsigned long long)o.flow, is_raw ? "raw" : "udp",
-		       (unsigned long long)o.so_priority);
-		if (moved_at < 0)
-			printf("null}\n");
-		else
-			printf("%lld}\n", moved_at);
-	} else {
-		printf("priosend: %llu frames of flow %llu in %.3f s "
-		       "(%.0f pps)\n", (unsigned long long)sent,
-		       (unsigned long long)o.flow, elapsed,
-		       elapsed > 0 ? sent / elapsed : 0.0);
-	}
+		return EXIT_FAILURE;
+	err = send_frames(fd, &o, &r);
+	close(fd);
+	if (err)
+		return err;
+	print_result(&o, &r);
 	return 0;
 }

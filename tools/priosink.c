@@ -8,9 +8,9 @@
  * frame had on the wire is read even though the frame data lacks the tag.
  * Sequence numbers give loss, duplicates and reordering per flow.
  */
-#include "parse.h"
 #include "payload.h"
 #include "seqtrack.h"
+#include "util.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -25,28 +25,54 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #define MAX_FLOWS 64
-#define MAX_VIDS 16
-#define MAX_PRIOS 16
-#define UNTAGGED 8		/* pcp index of frames without a tag */
+#define MAX_KEYS 16		/* distinct VIDs, or priorities, per flow */
+#define NUM_PCP 8
+/* Eleven days and more; as milliseconds it still fits poll()'s int. */
+#define MAX_SECONDS 1000000.0
+
+struct opts {
+	struct cli cli;
+	const char *ifname, *ready;
+	uint64_t count, port, ethertype;
+	double timeout, idle;
+};
+
+/* Frames per key (a VID, a priority), keys in order of first sight. */
+struct tally {
+	uint32_t key[MAX_KEYS];
+	uint64_t frames[MAX_KEYS];
+	int len;
+};
 
 struct flow {
 	uint32_t id;
 	struct seqtrack seq;
-	uint64_t pcp[9];
-	uint16_t vid[MAX_VIDS];
-	uint64_t vid_count[MAX_VIDS];
-	int nvids;
-	uint32_t prio[MAX_PRIOS];
-	uint64_t prio_count[MAX_PRIOS];
-	int nprios;
+	uint64_t pcp[NUM_PCP];
+	uint64_t untagged;
+	struct tally vid;
+	struct tally prio;
 };
 
-static struct flow flows[MAX_FLOWS];
-static int nflows;
+/* One frame as read: what the wire carried and what priosend wrote. */
+struct frame {
+	int vid;			/* -1: no 802.1Q tag */
+	int pcp;
+	const uint8_t *payload;		/* NULL: not at our port/ethertype */
+	size_t payload_len;
+};
+
+struct sink {
+	int fd;
+	uint64_t frames;		/* priosend frames, counted per flow */
+	uint64_t other;			/* anything else the interface saw */
+	struct flow flows[MAX_FLOWS];
+	int nflows;
+	uint8_t buf[65536];
+};
+
 static volatile sig_atomic_t stop;
 
 static void on_signal(int sig)
@@ -55,9 +81,9 @@ static void on_signal(int sig)
 	stop = 1;
 }
 
-static void usage(FILE *f)
+static void usage(void)
 {
-	fprintf(f,
+	printf(
 "usage: priosink [OPTIONS] -i IFACE\n"
 "Count priosend frames per flow and 802.1p PCP (from PACKET_AUXDATA).\n"
 "  -i, --interface IFACE   interface to read (required)\n"
@@ -71,58 +97,86 @@ static void usage(FILE *f)
 "  -h, --help              this text\n", DEFAULT_PORT, DEFAULT_ETHERTYPE);
 }
 
-static double now(void)
+/* --idle has no short form: 'D' is not in the short options. */
+static const struct option longopts[] = {
+	OPTION_ARG("interface", 'i'), OPTION_ARG("count", 'c'),
+	OPTION_ARG("timeout", 't'), OPTION_ARG("idle", 'D'),
+	OPTION_ARG("port", 'p'), OPTION_ARG("ethertype", 'E'),
+	OPTION_ARG("ready-file", 'R'),
+	COMMON_OPTIONS,
+};
+
+static int set_option(void *ctx, int c, const char *arg)
 {
-	struct timespec ts;
+	struct opts *o = ctx;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static struct flow *flow_get(uint32_t id)
-{
-	for (int i = 0; i < nflows; i++)
-		if (flows[i].id == id)
-			return &flows[i];
-	if (nflows == MAX_FLOWS)
-		return NULL;
-	flows[nflows].id = id;
-	seqtrack_init(&flows[nflows].seq);
-	return &flows[nflows++];
-}
-
-static void count_vid(struct flow *f, int vid)
-{
-	int i;
-
-	if (vid < 0)
-		return;
-	for (i = 0; i < f->nvids && f->vid[i] != vid; i++)
-		;
-	if (i == f->nvids) {
-		if (f->nvids == MAX_VIDS)
-			return;
-		f->vid[f->nvids++] = (uint16_t)vid;
+	switch (c) {
+	case 'i':
+		o->ifname = arg;
+		return 0;
+	case 'c':
+		return parse_u64("--count", arg, 0, 1000000000000ull, &o->count);
+	case 't':
+		return parse_seconds("--timeout", arg, MAX_SECONDS, &o->timeout);
+	case 'D':
+		return parse_seconds("--idle", arg, MAX_SECONDS, &o->idle);
+	case 'p':
+		return parse_u64("--port", arg, 1, 65535, &o->port);
+	case 'E':
+		return parse_u64("--ethertype", arg, 0x600, 0xffff,
+				 &o->ethertype);
+	case 'R':
+		o->ready = arg;
+		return 0;
 	}
-	f->vid_count[i]++;
-}
-
-static void count_prio(struct flow *f, uint32_t prio)
-{
-	int i;
-
-	for (i = 0; i < f->nprios && f->prio[i] != prio; i++)
-		;
-	if (i == f->nprios) {
-		if (f->nprios == MAX_PRIOS)
-			return;
-		f->prio[f->nprios++] = prio;
-	}
-	f->prio_count[i]++;
+	return 0;
 }
 
 /*
- * The payload of frame (ethertype proto, network header at l3) or NULL:
+ * A packet socket on o->ifname that hands over the 802.1Q tag the kernel
+ * stripped, then the ready file; -1 after the message on error.
+ */
+static int sink_open(const struct opts *o)
+{
+	struct sockaddr_ll sll = { .sll_family = AF_PACKET,
+				   .sll_protocol = htons(ETH_P_ALL) };
+	int fd, one = 1, rcvbuf = 8 << 20;
+
+	sll.sll_ifindex = if_nametoindex(o->ifname);
+	if (!sll.sll_ifindex) {
+		runtime_error("interface %s: %s", o->ifname, strerror(errno));
+		return -1;
+	}
+	fd = socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL));
+	if (fd < 0 || bind(fd, (void *)&sll, sizeof(sll)) < 0 ||
+	    setsockopt(fd, SOL_PACKET, PACKET_AUXDATA, &one, sizeof(one)) < 0) {
+		runtime_error("packet socket on %s: %s", o->ifname,
+			      strerror(errno));
+		goto err;
+	}
+	/* Bursts outrun us; FORCE needs CAP_NET_ADMIN, the fallback not. */
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf,
+		       sizeof(rcvbuf)) < 0)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+	if (o->ready) {
+		int rfd = open(o->ready, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		if (rfd < 0) {
+			runtime_error("ready file %s: %s", o->ready,
+				      strerror(errno));
+			goto err;
+		}
+		close(rfd);
+	}
+	return fd;
+err:
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+/*
+ * The payload of a frame (ethertype proto, network header at l3) or NULL:
  * IPv4/UDP or IPv6/UDP to port, or the raw ethertype.
  */
 static const uint8_t *find_payload(const uint8_t *l3, size_t len,
@@ -157,238 +211,233 @@ static const uint8_t *find_payload(const uint8_t *l3, size_t len,
 	return udp + 8;
 }
 
-static void print_json(const char *ifname, uint64_t frames, uint64_t other,
-		       uint64_t drops, double elapsed)
+/* The tag the kernel stripped on receive, from PACKET_AUXDATA. */
+static void aux_tag(struct msghdr *msg, struct frame *fr)
 {
-	printf("{\"interface\":\"%s\",\"frames\":%llu,\"other\":%llu,"
-	       "\"socket_drops\":%llu,\"elapsed_s\":%.6f,\"flows\":[",
-	       ifname, (unsigned long long)frames, (unsigned long long)other,
-	       (unsigned long long)drops, elapsed);
-	for (int i = 0; i < nflows; i++) {
-		struct flow *f = &flows[i];
-		const char *sep = "";
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(msg); cm;
+	     cm = CMSG_NXTHDR(msg, cm)) {
+		struct tpacket_auxdata aux;
 
-		printf("%s{\"flow\":%u,\"received\":%llu,\"lost\":%llu,"
-		       "\"duplicates\":%llu,\"reordered\":%llu,\"max_seq\":%llu,"
-		       "\"pcp\":{", i ? "," : "", f->id,
-		       (unsigned long long)f->seq.received,
-		       (unsigned long long)seqtrack_lost(&f->seq),
-		       (unsigned long long)f->seq.duplicates,
-		       (unsigned long long)f->seq.reordered,
-		       (unsigned long long)f->seq.max_seq);
-		for (int p = 0; p < 9; p++) {
-			if (!f->pcp[p])
-				continue;
-			if (p == UNTAGGED)
-				printf("%s\"untagged\":%llu", sep,
-				       (unsigned long long)f->pcp[p]);
-			else
-				printf("%s\"%d\":%llu", sep, p,
-				       (unsigned long long)f->pcp[p]);
-			sep = ",";
+		if (cm->cmsg_level != SOL_PACKET ||
+		    cm->cmsg_type != PACKET_AUXDATA)
+			continue;
+		memcpy(&aux, CMSG_DATA(cm), sizeof(aux));
+		if (aux.tp_status & TP_STATUS_VLAN_VALID) {
+			fr->vid = aux.tp_vlan_tci & 0x0fff;
+			fr->pcp = aux.tp_vlan_tci >> 13;
 		}
-		printf("},\"vid\":{");
-		for (int v = 0; v < f->nvids; v++)
-			printf("%s\"%u\":%llu", v ? "," : "", f->vid[v],
-			       (unsigned long long)f->vid_count[v]);
-		printf("},\"so_priority\":{");
-		for (int p = 0; p < f->nprios; p++)
-			printf("%s\"%u\":%llu", p ? "," : "", f->prio[p],
-			       (unsigned long long)f->prio_count[p]);
-		printf("}}");
 	}
-	printf("]}\n");
 }
 
-static void print_table(const char *ifname, uint64_t frames, uint64_t other,
-			uint64_t drops, double elapsed)
+/*
+ * Read one frame that is waiting on s->fd into fr: its tag and where its
+ * priosend payload is.  0 for a received frame; -1 for nothing to count
+ * (none waiting, our own outgoing frames, runts).
+ */
+static int sink_read(struct sink *s, const struct opts *o, struct frame *fr)
 {
-	printf("priosink on %s: %llu frames in %.3f s, %llu other, "
-	       "%llu socket drops\n", ifname, (unsigned long long)frames,
-	       elapsed, (unsigned long long)other, (unsigned long long)drops);
-	printf("%6s %10s %8s %6s %9s  per PCP\n", "flow", "received", "lost",
-	       "dup", "reordered");
-	for (int i = 0; i < nflows; i++) {
-		struct flow *f = &flows[i];
+	uint8_t cbuf[CMSG_SPACE(sizeof(struct tpacket_auxdata))];
+	struct iovec iov = { .iov_base = s->buf, .iov_len = sizeof(s->buf) };
+	struct sockaddr_ll from;
+	struct msghdr msg = { .msg_name = &from, .msg_namelen = sizeof(from),
+			      .msg_iov = &iov, .msg_iovlen = 1,
+			      .msg_control = cbuf,
+			      .msg_controllen = sizeof(cbuf) };
+	const uint8_t *l3 = s->buf + ETH_HLEN;
+	size_t len;
+	uint16_t proto;
+	ssize_t n;
 
-		printf("%6u %10llu %8llu %6llu %9llu ", f->id,
-		       (unsigned long long)f->seq.received,
-		       (unsigned long long)seqtrack_lost(&f->seq),
-		       (unsigned long long)f->seq.duplicates,
-		       (unsigned long long)f->seq.reordered);
-		for (int p = 0; p < 9; p++)
-			if (f->pcp[p])
-				printf(" %s%d=%llu", p == UNTAGGED ? "untagged" : "pcp",
-				       p == UNTAGGED ? 0 : p,
-				       (unsigned long long)f->pcp[p]);
-		printf("\n");
+	n = recvmsg(s->fd, &msg, MSG_DONTWAIT);
+	if (n < ETH_HLEN || from.sll_pkttype == PACKET_OUTGOING)
+		return -1;
+	len = (size_t)n - ETH_HLEN;
+	fr->vid = -1;
+	fr->pcp = 0;
+	aux_tag(&msg, fr);
+	proto = (uint16_t)((s->buf[12] << 8) | s->buf[13]);
+	if (proto == ETHERTYPE_VLAN && len >= 4) {
+		/* still in the frame: the inner tag of two; aux has the outer */
+		uint16_t tci = (uint16_t)((l3[0] << 8) | l3[1]);
+
+		if (fr->vid < 0) {
+			fr->vid = tci & 0x0fff;
+			fr->pcp = tci >> 13;
+		}
+		proto = (uint16_t)((l3[2] << 8) | l3[3]);
+		l3 += 4;
+		len -= 4;
 	}
+	fr->payload = find_payload(l3, len, proto, (uint16_t)o->port,
+				   (uint16_t)o->ethertype, &fr->payload_len);
+	return 0;
+}
+
+static void tally_add(struct tally *t, uint32_t key)
+{
+	int i;
+
+	for (i = 0; i < t->len && t->key[i] != key; i++)
+		;
+	if (i == t->len) {
+		/* the lab uses a handful; more is noise we do not report */
+		if (t->len == MAX_KEYS)
+			return;
+		t->key[t->len++] = key;
+	}
+	t->frames[i]++;
+}
+
+static struct flow *flow_get(struct sink *s, uint32_t id)
+{
+	struct flow *f;
+
+	for (int i = 0; i < s->nflows; i++)
+		if (s->flows[i].id == id)
+			return &s->flows[i];
+	if (s->nflows == MAX_FLOWS)
+		return NULL;
+	f = &s->flows[s->nflows++];
+	f->id = id;
+	seqtrack_init(&f->seq);
+	return f;
+}
+
+/* Count fr to its flow, PCP, VID and priority (true), or as other. */
+static bool sink_account(struct sink *s, const struct frame *fr)
+{
+	struct payload p;
+	struct flow *f;
+
+	if (!fr->payload || payload_get(fr->payload, fr->payload_len, &p) < 0)
+		goto other;
+	f = flow_get(s, p.flow);
+	if (!f || seqtrack_add(&f->seq, p.seq) < 0)
+		goto other;
+	if (fr->vid < 0) {
+		f->untagged++;
+	} else {
+		f->pcp[fr->pcp]++;
+		tally_add(&f->vid, (uint32_t)fr->vid);
+	}
+	tally_add(&f->prio, p.so_priority);
+	s->frames++;
+	return true;
+other:
+	s->other++;
+	return false;
+}
+
+static void print_tally(const char *array, const char *key, const char *fmt,
+			const struct tally *t)
+{
+	open_json_array(array);
+	for (int i = 0; i < t->len; i++) {
+		open_json_object(NULL);
+		print_uint(PRINT_ANY, key, fmt, t->key[i]);
+		print_uint(PRINT_ANY, "frames", "=%llu", t->frames[i]);
+		close_json_object();
+	}
+	close_json_array();
+}
+
+static void print_flow(const struct flow *f)
+{
+	char fmt[16];
+
+	open_json_object(NULL);
+	print_uint(PRINT_ANY, "flow", "%6llu", f->id);
+	print_uint(PRINT_ANY, "received", " %10llu", f->seq.received);
+	print_uint(PRINT_ANY, "lost", " %8llu", seqtrack_lost(&f->seq));
+	print_uint(PRINT_ANY, "duplicates", " %6llu", f->seq.duplicates);
+	print_uint(PRINT_ANY, "reordered", " %9llu ", f->seq.reordered);
+	print_uint(PRINT_JSON, "max_seq", NULL, f->seq.max_seq);
+	/* JSON has every PCP, zeros too; text only the PCPs seen. */
+	open_json_array("pcp");
+	for (int p = 0; p < NUM_PCP; p++) {
+		snprintf(fmt, sizeof(fmt), " pcp%d=%%llu", p);
+		print_uint(f->pcp[p] ? PRINT_ANY : PRINT_JSON, NULL, fmt,
+			   f->pcp[p]);
+	}
+	close_json_array();
+	print_uint(f->untagged ? PRINT_ANY : PRINT_JSON, "untagged",
+		   " untagged=%llu", f->untagged);
+	print_tally("vid", "vid", " vid%llu", &f->vid);
+	print_tally("so_priority", "priority", " prio%llu", &f->prio);
+	close_json_object();
+	print_text("\n");
+}
+
+static void print_result(const struct sink *s, const struct opts *o,
+			 uint64_t drops, double elapsed)
+{
+	new_json_obj(stdout, o->cli.json);
+	print_string(PRINT_ANY, "interface", "priosink on %s:", o->ifname);
+	print_uint(PRINT_ANY, "frames", " %llu frames,", s->frames);
+	print_uint(PRINT_ANY, "other", " %llu other,", s->other);
+	print_uint(PRINT_ANY, "socket_drops", " %llu socket drops,", drops);
+	print_float(PRINT_ANY, "elapsed_s", " %.3f s\n", elapsed);
+	print_text("%6s %10s %8s %6s %9s  per PCP, VID, SO_PRIORITY\n", "flow",
+		   "received", "lost", "dup", "reordered");
+	open_json_array("flows");
+	for (int i = 0; i < s->nflows; i++)
+		print_flow(&s->flows[i]);
+	close_json_array();
+	delete_json_obj();
+}
+
+/* Seconds to wait for the next frame: what is left of timeout or idle. */
+static double time_left(const struct sink *s, const struct opts *o,
+			double t0, double last)
+{
+	double t = now(), left = o->timeout - (t - t0);
+
+	if (o->idle > 0 && s->frames && o->idle - (t - last) < left)
+		left = o->idle - (t - last);
+	return left;
 }
 
 int main(int argc, char **argv)
 {
-	static const struct option lo[] = {
-		{ "interface", required_argument, NULL, 'i' },
-		{ "count", required_argument, NULL, 'c' },
-		{ "timeout", required_argument, NULL, 't' },
-		{ "idle", required_argument, NULL, 'D' },
-		{ "port", required_argument, NULL, 'p' },
-		{ "ethertype", required_argument, NULL, 'E' },
-		{ "ready-file", required_argument, NULL, 'R' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	struct opts o = {
+		.cli = { .shortopts = ":i:c:t:p:E:R:jh", .longopts = longopts,
+			 .usage = usage, .set = set_option, .ctx = &o },
+		.port = DEFAULT_PORT, .ethertype = DEFAULT_ETHERTYPE,
+		.timeout = 10,
 	};
-	const char *ifname = NULL, *ready = NULL;
-	uint64_t count = 0, port = DEFAULT_PORT, ethertype = DEFAULT_ETHERTYPE;
-	uint64_t frames = 0, other = 0, drops = 0;
-	double timeout = 10, idle = 0, t0, last = 0, t;
-	int json = 0, c, fd, one = 1, rcvbuf = 8 << 20;
-	struct sockaddr_ll sll = { .sll_family = AF_PACKET };
-	uint8_t buf[65536], cbuf[CMSG_SPACE(sizeof(struct tpacket_auxdata))];
+	static struct sink s;
+	struct tpacket_stats st;
+	socklen_t len = sizeof(st);
+	uint64_t drops = 0;
+	double t0, last = 0, wait;
+	int err;
 
-	while ((c = getopt_long(argc, argv, "i:c:t:p:E:R:jh", lo, NULL)) != -1) {
-		int bad = 0;
-
-		switch (c) {
-		case 'i': ifname = optarg; break;
-		case 'c': bad = parse_u64("--count", optarg, 0, 1000000000000ull, &count); break;
-		case 't': bad = parse_seconds("--timeout", optarg, &timeout); break;
-		case 'D': bad = parse_seconds("--idle", optarg, &idle); break;
-		case 'p': bad = parse_u64("--port", optarg, 1, 65535, &port); break;
-		case 'E': bad = parse_u64("--ethertype", optarg, 0x600, 0xffff, &ethertype); break;
-		case 'R': ready = optarg; break;
-		case 'j': json = 1; break;
-		case 'h': usage(stdout); return 0;
-		default: bad = 1;
-		}
-		if (bad) {
-			fprintf(stderr, "try priosink -h\n");
-			return 2;
-		}
-	}
-	if (!ifname || optind != argc) {
-		fprintf(stderr, "priosink: need -i IFACE and no other "
-			"arguments; try priosink -h\n");
-		return 2;
-	}
-	sll.sll_protocol = htons(ETH_P_ALL);
-	sll.sll_ifindex = if_nametoindex(ifname);
-	if (!sll.sll_ifindex) {
-		fprintf(stderr, "priosink: interface %s: %s\n", ifname,
-			strerror(errno));
-		return 1;
-	}
-	fd = socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL));
-	if (fd < 0 || bind(fd, (void *)&sll, sizeof(sll)) < 0 ||
-	    setsockopt(fd, SOL_PACKET, PACKET_AUXDATA, &one, sizeof(one)) < 0) {
-		fprintf(stderr, "priosink: packet socket on %s: %s\n", ifname,
-			strerror(errno));
-		return 1;
-	}
-	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf,
-		       sizeof(rcvbuf)) < 0)
-		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
-	if (ready) {
-		int rfd = open(ready, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-		if (rfd < 0) {
-			fprintf(stderr, "priosink: ready file %s: %s\n", ready,
-				strerror(errno));
-			return 1;
-		}
-		close(rfd);
-	}
+	progname = "priosink";
+	err = parse_options(argc, argv, &o.cli);
+	if (err)
+		return err;
+	if (!o.ifname)
+		return usage_error("need -i IFACE");
+	s.fd = sink_open(&o);
+	if (s.fd < 0)
+		return EXIT_FAILURE;
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 
 	t0 = now();
-	while (!stop && (!count || frames < count)) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
-		struct sockaddr_ll from;
-		struct msghdr msg = { .msg_name = &from,
-				      .msg_namelen = sizeof(from),
-				      .msg_iov = &iov, .msg_iovlen = 1,
-				      .msg_control = cbuf,
-				      .msg_controllen = sizeof(cbuf) };
-		double wait = timeout - ((t = now()) - t0);
-		ssize_t n;
-		int vid = -1, pcp = UNTAGGED;
-		uint16_t proto;
-		const uint8_t *l3, *pl;
-		size_t l3len, plen;
-		struct payload p;
-		struct flow *f;
+	while (!stop && (!o.count || s.frames < o.count) &&
+	       (wait = time_left(&s, &o, t0, last)) > 0) {
+		struct pollfd pfd = { .fd = s.fd, .events = POLLIN };
+		struct frame fr;
 
-		if (idle > 0 && frames && idle - (t - last) < wait)
-			wait = idle - (t - last);
-		if (wait <= 0)
-			break;
-		if (poll(&pfd, 1, (int)(wait * 1000) + 1) <= 0)
+		if (poll(&pfd, 1, (int)(wait * 1000) + 1) <= 0 ||
+		    sink_read(&s, &o, &fr) < 0)
 			continue;
-		n = recvmsg(fd, &msg, MSG_DONTWAIT);
-		if (n < 0)
-			continue;
-		if (from.sll_pkttype == PACKET_OUTGOING || n < 14)
-			continue;
-		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm;
-		     cm = CMSG_NXTHDR(&msg, cm)) {
-			struct tpacket_auxdata aux;
-
-			if (cm->cmsg_level != SOL_PACKET ||
-			    cm->cmsg_type != PACKET_AUXDATA)
-				continue;
-			memcpy(&aux, CMSG_DATA(cm), sizeof(aux));
-			if (aux.tp_status & TP_STATUS_VLAN_VALID) {
-				vid = aux.tp_vlan_tci & 0x0fff;
-				pcp = aux.tp_vlan_tci >> 13;
-			}
-		}
-		proto = (uint16_t)((buf[12] << 8) | buf[13]);
-		l3 = buf + 14;
-		l3len = (size_t)n - 14;
-		if (proto == ETHERTYPE_VLAN && l3len >= 4) {
-			/* a tag the kernel left in the frame */
-			uint16_t tci = (uint16_t)((l3[0] << 8) | l3[1]);
-
-			if (vid < 0) {
-				vid = tci & 0x0fff;
-				pcp = tci >> 13;
-			}
-			proto = (uint16_t)((l3[2] << 8) | l3[3]);
-			l3 += 4;
-			l3len -= 4;
-		}
-		pl = find_payload(l3, l3len, proto, (uint16_t)port,
-				  (uint16_t)ethertype, &plen);
-		if (!pl || payload_get(pl, plen, &p) < 0) {
-			other++;
-			continue;
-		}
-		f = flow_get(p.flow);
-		if (!f || seqtrack_add(&f->seq, p.seq) < 0) {
-			other++;
-			continue;
-		}
-		f->pcp[pcp]++;
-		count_vid(f, vid);
-		count_prio(f, p.so_priority);
-		frames++;
-		last = now();
+		if (sink_account(&s, &fr))
+			last = now();
 	}
-	{
-		struct tpacket_stats st;
-		socklen_t len = sizeof(st);
-
-		if (getsockopt(fd, SOL_PACKET, PACKET_STATISTICS, &st,
-			       &len) == 0)
-			drops = st.tp_drops;
-	}
-	t = now() - t0;
-	if (json)
-		print_json(ifname, frames, other, drops, t);
-	else
-		print_table(ifname, frames, other, drops, t);
+	if (getsockopt(s.fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) == 0)
+		drops = st.tp_drops;
+	print_result(&s, &o, drops, now() - t0);
 	return 0;
 }

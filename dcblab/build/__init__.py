@@ -1,0 +1,28 @@
+"""Build glue: linux-source-6.1 + kernel-patches/ -> a bzImage per flavour.
+
+kernel   extract, configure (tinyconfig + the flavour's fragments) and
+         build, each flavour in its own object directory over one shared,
+         patched source tree
+series   kernel-patches/series: quilt application that keeps mtimes of
+         unchanged files, failed-hunk reports, ``git apply --check``
+checks   fragment parsing and the dropped-option check, checkpatch.pl
+main     ``python3 -m dcblab.build kernel|patch|checkpatch|check-series
+         [--flavour NAME]``
+
+Imports only dcblab.core.
+"""
+
+from .checks import (check_config, checkpatch, dropped_options,
+                     merge_fragments, parse_fragment)
+from .common import BuildError, ConfigMismatch
+from .kernel import (build_kernel, build_log, configure, extract,
+                     fragment_files)
+from .main import main
+from .series import apply_patches, check_series, failed_hunks, read_series
+
+__all__ = ["main", "BuildError", "ConfigMismatch",
+           "extract", "configure", "build_kernel", "fragment_files",
+           "build_log",
+           "read_series", "apply_patches", "failed_hunks", "check_series",
+           "parse_fragment", "merge_fragments", "check_config",
+           "dropped_options", "checkpatch"]

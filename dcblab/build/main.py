@@ -1,0 +1,51 @@
+"""``python3 -m dcblab.build``: the entry point the Makefile calls."""
+
+import argparse
+import sys
+import time
+
+from dcblab.core import paths
+from dcblab.core.errors import DcblabError
+from dcblab.core.flavours import DEFAULT, FLAVOURS, flavour
+
+from . import kernel
+from .checks import checkpatch
+from .common import Step, say
+from .series import apply_patches, check_series
+
+__all__ = ["main"]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python3 -m dcblab.build",
+                                 description=kernel.__doc__,
+                                 formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("what", choices=["kernel", "patch", "checkpatch",
+                                     "check-series"])
+    ap.add_argument("--flavour", metavar="NAME",
+                    help=f"kernel flavour: {', '.join(FLAVOURS)} (default: "
+                         f"$FLAVOUR, else {DEFAULT})")
+    args = ap.parse_args(argv)
+    try:
+        name = flavour(args.flavour).name
+        if args.what == "checkpatch":
+            return checkpatch()
+        if args.what == "check-series":
+            return check_series()
+        t0 = time.monotonic()
+        with Step("extract"):
+            kernel.extract()
+        with Step("patch"):
+            apply_patches()
+        if args.what == "patch":
+            return 0
+        with Step("config"):
+            kernel.configure(name)
+        with Step("build"):
+            kernel.build_kernel(name)
+        say(f"kernel ready in {time.monotonic() - t0:.1f}s: "
+            f"{paths.bzimage(name)}")
+        return 0
+    except DcblabError as e:
+        print(f"dcblab: error: {e}", file=sys.stderr)
+        return e.exit_code

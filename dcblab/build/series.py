@@ -1,0 +1,186 @@
+"""kernel-patches/series: reading it, applying it with quilt, checking it.
+
+``apply_patches`` keeps patches that are already applied and unchanged;
+from the first changed one on, patches are popped and pushed again, and
+files whose content came out the same get their old mtime back, so make
+rebuilds only what changed (in every flavour's object directory: the
+patched source tree is shared).
+"""
+
+import json
+import os
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+from dcblab.core import paths
+
+from .common import BuildError, file_sha256, say
+
+__all__ = ["read_series", "apply_patches", "failed_hunks", "check_series"]
+
+
+def read_series(patch_dir=None):
+    """Patch names listed in PATCH_DIR/series, in order; each must exist."""
+    patch_dir = Path(patch_dir or paths.PATCH_DIR)
+    series = patch_dir / "series"
+    names = []
+    for line in series.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            names.append(line.split()[0])
+    for name in names:
+        if not (patch_dir / name).is_file():
+            raise BuildError(f"{series}: patch {name!r} is listed but "
+                             f"{patch_dir / name} does not exist")
+    return names
+
+
+def _patch_files(patch_text):
+    files = set()
+    for line in patch_text.splitlines():
+        m = re.match(r"^(?:---|\+\+\+) [ab]/(\S+)", line)
+        if m:
+            files.add(m.group(1))
+    return files
+
+
+def failed_hunks(patch_text, quilt_output):
+    """The hunks quilt reported as FAILED, as (file, number, hunk text)."""
+    failed = []
+    current = None
+    for line in quilt_output.splitlines():
+        m = re.match(r"^patching file (\S+)", line)
+        if m:
+            current = m.group(1)
+        m = re.match(r"^Hunk #(\d+) FAILED", line)
+        if m and current:
+            failed.append((current, int(m.group(1))))
+    hunks = {}
+    cur_file, number, buf = None, 0, None
+    for line in patch_text.splitlines():
+        m = re.match(r"^\+\+\+ b/(\S+)", line)
+        if m:
+            cur_file, number, buf = m.group(1), 0, None
+            continue
+        if line.startswith("@@") and cur_file:
+            number += 1
+            buf = [line]
+            hunks[(cur_file, number)] = buf
+        elif buf is not None and line[:1] in (" ", "+", "-", "\\"):
+            if not line.startswith("--- "):
+                buf.append(line)
+        else:
+            buf = None
+    return [(f, n, "\n".join(hunks.get((f, n), ["(hunk not found)"])))
+            for f, n in failed]
+
+
+def _quilt(args, src, patch_dir):
+    env = dict(os.environ, QUILT_PATCHES=str(patch_dir),
+               QUILT_SERIES=str(patch_dir / "series"), QUILT_PC=".pc")
+    env.pop("QUILTRC", None)
+    return subprocess.run(["quilt", "--quiltrc", "/dev/null", *args],
+                          cwd=src, env=env, capture_output=True, text=True)
+
+
+def apply_patches(src=None, patch_dir=None, record=None):
+    """Bring src to exactly the series in patch_dir (see module doc)."""
+    src = Path(src or paths.kernel_src())
+    patch_dir = Path(patch_dir or paths.PATCH_DIR)
+    record = Path(record or paths.build_dir() / ".applied.json")
+    want = [(n, file_sha256(patch_dir / n)) for n in read_series(patch_dir)]
+    applied = json.loads(record.read_text()) if record.exists() else []
+    pc = src / ".pc" / "applied-patches"
+    quilt_applied = pc.read_text().split() if pc.exists() else []
+    if [n for n, _ in applied] != quilt_applied:
+        # The record and quilt disagree (interrupted run): trust quilt and
+        # re-apply everything it has.
+        applied = [(n, "?") for n in quilt_applied]
+    keep = 0
+    while (keep < len(applied) and keep < len(want)
+           and list(applied[keep]) == list(want[keep])):
+        keep += 1
+    if keep == len(applied) == len(want):
+        say(f"patch: {len(want)} patch(es) already applied")
+        return
+
+    touched = set()
+    for name, _ in applied[keep:] + want[keep:]:
+        p = patch_dir / name
+        if p.exists():
+            touched |= _patch_files(p.read_text(errors="replace"))
+    before = {}
+    for f in touched:
+        fp = src / f
+        if fp.is_file():
+            st = fp.stat()
+            before[f] = (file_sha256(fp), st.st_atime_ns, st.st_mtime_ns)
+
+    if len(applied) > keep:
+        target = ["-a"] if keep == 0 else [applied[keep - 1][0]]
+        r = _quilt(["pop", "-f", "-q", *target], src, patch_dir)
+        if r.returncode not in (0, 2):
+            raise BuildError(f"quilt pop failed:\n{r.stdout}{r.stderr}")
+    done = [list(a) for a in applied[:keep]]
+    record.write_text(json.dumps(done))
+    try:
+        for name, digest in want[keep:]:
+            r = _quilt(["push", name], src, patch_dir)
+            if r.returncode != 0:
+                raise BuildError(_push_failure(name, patch_dir, r, len(done),
+                                               len(want)))
+            done.append([name, digest])
+            record.write_text(json.dumps(done))
+            say(f"patch: applied {name}")
+    finally:
+        for f, (digest, atime, mtime) in before.items():
+            fp = src / f
+            if fp.is_file() and file_sha256(fp) == digest:
+                os.utime(fp, ns=(atime, mtime))
+
+
+def _push_failure(name, patch_dir, result, n_done, n_want):
+    text = (patch_dir / name).read_text(errors="replace")
+    lines = [f"patch {name} does not apply to linux-source-6.1 "
+             f"({n_done} of {n_want} applied before it)"]
+    for f, n, hunk in failed_hunks(text, result.stdout + result.stderr):
+        lines.append(f"--- {f}: hunk #{n} FAILED ---")
+        lines.append(hunk)
+    if len(lines) == 1:
+        lines.append((result.stdout + result.stderr).strip())
+    lines.append(f"fix {patch_dir / name} and run `make kernel` "
+                 "again: applied patches stay, the rest resume")
+    return "\n".join(lines)
+
+
+def check_series():
+    """git apply --check of the series, in order, on a fresh extract.
+
+    Only the files the series touches are extracted (into a temporary
+    directory), so this checks the patches against pristine
+    linux-source-6.1 independently of the quilt-managed build tree.
+    """
+    names = read_series()
+    texts = [(n, (paths.PATCH_DIR / n).read_text(errors="replace"))
+             for n in names]
+    files = sorted(set().union(*(_patch_files(t) for _, t in texts)))
+    with tempfile.TemporaryDirectory(prefix="dcblab-series-") as tmp:
+        members = [f"linux-source-6.1/{f}" for f in files]
+        # Files a patch creates are not in the tarball: tar must not fail.
+        subprocess.run(["tar", "-xf", str(paths.KERNEL_TARBALL), "-C", tmp,
+                        "--ignore-failed-read", *members],
+                       capture_output=True)
+        tree = Path(tmp) / "linux-source-6.1"
+        tree.mkdir(exist_ok=True)
+        for name, _ in texts:
+            patch = str(paths.PATCH_DIR / name)
+            r = subprocess.run(["git", "apply", "--check", patch], cwd=tree,
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                raise BuildError(f"git apply --check {name} on a fresh "
+                                 f"linux-source-6.1 failed:\n{r.stderr}")
+            subprocess.run(["git", "apply", patch], cwd=tree, check=True)
+            print(f"{name}: git apply --check ok")
+    return 0

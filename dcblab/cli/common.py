@@ -1,0 +1,42 @@
+"""What every command module shares: output, lab lookup, signals."""
+
+import signal
+
+from ..core import paths
+from ..core.errors import UsageError
+from ..lab import LabError, list_labs
+
+__all__ = ["say", "lab_name", "need_images", "sigterm_as_exit", "named"]
+
+
+def say(msg):
+    print(msg, flush=True)
+
+
+def need_images():
+    paths.check_images()
+
+
+def sigterm_as_exit():
+    """SIGTERM unwinds like Ctrl-C, so `up` removes what it made."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, handler)
+
+
+def lab_name(args):
+    """--name, or the only lab up; a one-line error otherwise."""
+    if args.name:
+        return args.name
+    labs = list_labs()
+    if len(labs) == 1:
+        return labs[0]
+    if not labs:
+        raise LabError("no lab is up: start one with `dcblab up`")
+    raise UsageError(f"several labs are up ({', '.join(labs)}): pick one "
+                     "with --name")
+
+
+def named(parser):
+    parser.add_argument("--name", help="lab name (default: the only lab up)")
+    return parser

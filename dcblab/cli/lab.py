@@ -1,0 +1,132 @@
+"""Lab lifecycle commands: up, status, down, reap."""
+
+import json
+
+from ..backends import DEFAULT as DEFAULT_BACKEND
+from ..backends import names as backend_names
+from ..core import paths, proc
+from ..guest import AgentError
+from ..lab import Lab, list_labs, reap
+from ..topology import load
+from .common import lab_name, named, need_images, say, sigterm_as_exit
+
+__all__ = ["add_parsers"]
+
+
+def cmd_up(args):
+    topo = load(args.topology)
+    need_images()
+    sigterm_as_exit()
+    lab = Lab(topo, args.name, backend=args.backend)
+    say(f"dcblab up: lab {lab.name} from {args.topology} "
+        f"({len(topo.hosts)} hosts, {len(topo.links)} links)")
+    timings = lab.up(owner_pid=None, progress=say)
+    if args.json:
+        print(json.dumps({"name": lab.name, "run_id": lab.run_id,
+                          "timings": timings}))
+    say(f"dcblab up: lab {lab.name} ready in {timings['total']:.2f}s; "
+        f"`dcblab exec --name {lab.name} h1 -- ip -br addr`, "
+        f"`dcblab down --name {lab.name}`")
+    return 0
+
+
+def _ask_guest(machine, entry):
+    try:
+        uptime = machine.agent.read_file("/proc/uptime").decode()
+        entry["uptime_s"] = float(uptime.split()[0])
+        entry["mem_used_kib"] = proc.meminfo_used_kib(
+            machine.agent.read_file("/proc/meminfo").decode())
+    except (AgentError, KeyError, ValueError, IndexError) as e:
+        entry["state"] = f"running (agent: {e})"
+    finally:
+        machine.agent.close()
+
+
+def _lab_status(name, quick):
+    lab = Lab.attach(name)
+    state = lab.state
+    owner = state.get("owner_pid")
+    # A guest's agent socket takes one client: while the owner (a pytest
+    # session, a demo) holds it, asking would wait for the owner to let go.
+    owned = owner is not None and proc.alive(owner, state.get("owner_start"))
+    hosts = []
+    for hname, m in lab.machines.items():
+        host = lab.topology.host(hname)
+        entry = {"host": hname, "pid": m.pid,
+                 "state": "running" if m.alive() else "gone",
+                 "memory_mib": host.memory_mib, "cpus": host.cpus,
+                 "uptime_s": None, "mem_used_kib": None}
+        if entry["state"] == "running" and not quick and not owned:
+            _ask_guest(m, entry)
+        hosts.append(entry)
+    links = [{"link": lk.name, "a": f"{lk.a.host}:{lk.a.name}",
+              "b": f"{lk.b.host}:{lk.b.name}", "queues": lk.queues}
+             for lk in lab.topology.links]
+    return {"name": name, "run_id": lab.run_id, "status": state["status"],
+            "owner_pid": owner if owned else None,
+            "backend": lab.backend.name, "flavour": lab.flavour.name,
+            "netns": lab.wire.netns, "hosts": hosts, "links": links}
+
+
+def cmd_status(args):
+    names = [args.name] if args.name else list_labs()
+    out = [_lab_status(name, args.quick) for name in names]
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return 0
+    if not out:
+        say("no lab is up")
+    for lab in out:
+        owner = (f", owned by pid {lab['owner_pid']}: guests not asked"
+                 if lab["owner_pid"] else "")
+        say(f"lab {lab['name']} (run {lab['run_id']}, {lab['status']}, "
+            f"netns {lab['netns']}, {lab['backend']} backend, "
+            f"{lab['flavour']} kernel{owner})")
+        say(f"  {'host':<6} {'pid':>7} {'state':<10} {'uptime':>8} "
+            f"{'mem used':>10} {'configured':>11}")
+        for h in lab["hosts"]:
+            up = f"{h['uptime_s']:.1f}s" if h["uptime_s"] is not None else "-"
+            mem = (f"{h['mem_used_kib'] // 1024} MiB"
+                   if h["mem_used_kib"] is not None else "-")
+            say(f"  {h['host']:<6} {h['pid'] or '-':>7} {h['state']:<10} "
+                f"{up:>8} {mem:>10} {h['memory_mib']:>7} MiB")
+        for lk in lab["links"]:
+            say(f"  link {lk['link']}: {lk['a']} <-> {lk['b']}, "
+                f"{lk['queues']} queue(s)")
+    return 0
+
+
+def cmd_down(args):
+    lab = Lab.attach(lab_name(args))
+    lab.down()
+    say(f"dcblab down: lab {lab.name} stopped, netns and run dir removed")
+    return 0
+
+
+def cmd_reap(args):
+    reaped = reap(say=say)
+    say(f"dcblab reap: {len(reaped)} run(s) reaped")
+    return 0
+
+
+def add_parsers(sub):
+    p = sub.add_parser("up", help="boot all hosts of a topology, wait ready")
+    p.add_argument("topology", nargs="?", default=str(paths.default_topology()),
+                   help="topology file (default: topology/two-hosts.toml)")
+    p.add_argument("--name", help="lab name (default: the topology's name)")
+    p.add_argument("--backend", default=DEFAULT_BACKEND,
+                   choices=backend_names(),
+                   help=f"how guests run (default {DEFAULT_BACKEND})")
+    p.add_argument("-j", "--json", action="store_true", help="JSON timings")
+    p.set_defaults(func=cmd_up)
+    p = named(sub.add_parser("status", help="hosts, pids, state, uptime, "
+                                            "memory"))
+    p.add_argument("-j", "--json", action="store_true", help="JSON output")
+    p.add_argument("--quick", action="store_true",
+                   help="do not ask the guests (no uptime, memory)")
+    p.set_defaults(func=cmd_status)
+    p = named(sub.add_parser("down", help="stop a lab, remove its netns and "
+                                          "run dir"))
+    p.set_defaults(func=cmd_down)
+    p = sub.add_parser("reap", help="remove labs whose owner died (by run id)")
+    p.set_defaults(func=cmd_reap)

@@ -1,0 +1,76 @@
+"""Where dcblab keeps its inputs and build products.
+
+Everything generated lives under BUILD (default ``build/`` in the checkout,
+overridden by the ``BUILD`` environment variable, as in the Makefile).
+The kernel source tree is shared by all flavours; each flavour has its own
+object directory (``kernel-obj`` for ``lab``, ``kernel-obj-NAME`` for the
+others), so switching flavour never rebuilds the other one.
+"""
+
+import os
+from pathlib import Path
+
+from .errors import DcblabError
+from .flavours import DEFAULT, flavour
+
+__all__ = ["ROOT", "build_dir", "kernel_src", "kernel_obj", "bzimage",
+           "initramfs", "missing_images", "check_images", "MissingImages",
+           "default_topology", "artefacts",
+           "KERNEL_TARBALL", "PATCH_DIR", "TOPOLOGY_DIR"]
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+PATCH_DIR = ROOT / "kernel-patches"
+TOPOLOGY_DIR = ROOT / "topology"
+KERNEL_TARBALL = Path("/usr/src/linux-source-6.1.tar.xz")
+
+
+def build_dir() -> Path:
+    return Path(os.environ.get("BUILD") or ROOT / "build").resolve()
+
+
+def kernel_src() -> Path:
+    return build_dir() / "linux-source-6.1"
+
+
+def kernel_obj(flavour_name=None) -> Path:
+    name = flavour(flavour_name).name
+    suffix = "" if name == DEFAULT else f"-{name}"
+    return build_dir() / f"kernel-obj{suffix}"
+
+
+def bzimage(flavour_name=None) -> Path:
+    return kernel_obj(flavour_name) / "arch/x86/boot/bzImage"
+
+
+def initramfs() -> Path:
+    return build_dir() / "initramfs.cpio"
+
+
+def default_topology() -> Path:
+    """The lab every command, fixture and demo uses unless told otherwise."""
+    return TOPOLOGY_DIR / "two-hosts.toml"
+
+
+def artefacts() -> Path:
+    return build_dir() / "artefacts"
+
+
+class MissingImages(DcblabError):
+    """A boot image (kernel or initramfs) has not been built."""
+
+
+def missing_images(flavour_name=None):
+    """The boot images (kernel, initramfs) not built yet, as strings."""
+    return [str(p) for p in (bzimage(flavour_name), initramfs())
+            if not p.exists()]
+
+
+def check_images(flavour_name=None):
+    """Raise MissingImages, saying what to run, unless both are built."""
+    missing = missing_images(flavour_name)
+    if missing:
+        name = flavour(flavour_name).name
+        how = "" if name == DEFAULT else f" FLAVOUR={name}"
+        raise MissingImages(f"missing {', '.join(missing)}: run `make kernel "
+                            f"image{how}` (or `make test{how}`, which builds "
+                            "them)")

@@ -1,0 +1,250 @@
+"""Commands in a guest through qemu-guest-agent (QGA).
+
+The host side of the agent's virtio-serial port is a unix socket.  The
+protocol is QEMU's JSON one: ``guest-sync-delimited`` to (re)synchronise
+the stream, ``guest-exec`` to start a process with its output captured,
+``guest-exec-status`` to collect it, ``guest-file-*`` for files.
+"""
+
+import base64
+import json
+import random
+import socket
+import time
+
+from ..core.cmd import CmdError
+from ..core.errors import DcblabError
+
+__all__ = ["Agent", "AgentError", "AgentTimeout", "Result"]
+
+
+class AgentError(DcblabError):
+    """The agent answered with an error, or the channel broke."""
+
+
+class AgentTimeout(AgentError, TimeoutError):
+    pass
+
+
+class Result:
+    """What a guest command did: argv, rc, stdout, stderr (text)."""
+
+    __slots__ = ("argv", "rc", "stdout", "stderr")
+
+    def __init__(self, argv, rc, stdout, stderr):
+        self.argv, self.rc, self.stdout, self.stderr = argv, rc, stdout, stderr
+
+    def __repr__(self):
+        return f"Result(argv={self.argv!r}, rc={self.rc})"
+
+
+class Agent:
+    """One connection to one guest's qemu-guest-agent socket."""
+
+    def __init__(self, path, name="guest"):
+        self.path = str(path)
+        self.name = name
+        self._sock = None
+        self._buf = b""
+
+    # --- channel -----------------------------------------------------------
+
+    def close(self):
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        self._buf = b""
+
+    def _connect(self):
+        if self._sock is None:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.connect(self.path)
+            except OSError as e:
+                s.close()
+                raise AgentError(f"{self.name}: cannot connect to agent "
+                                 f"socket {self.path}: {e}") from None
+            self._sock = s
+            self._buf = b""
+        return self._sock
+
+    def _send(self, obj):
+        data = json.dumps(obj).encode() + b"\n"
+        try:
+            self._connect().sendall(data)
+        except OSError as e:
+            self.close()
+            raise AgentError(f"{self.name}: agent socket write: {e}") from None
+
+    def _read_message(self, deadline):
+        """Next JSON object from the agent; skips 0xff sync delimiters."""
+        sock = self._connect()
+        while True:
+            self._buf = self._buf.lstrip(b"\xff \r\n")
+            nl = self._buf.find(b"\n")
+            if nl >= 0:
+                line, self._buf = self._buf[:nl], self._buf[nl + 1:]
+                line = line.strip(b"\xff \r")
+                if not line:
+                    continue
+                try:
+                    return json.loads(line)
+                except ValueError:
+                    # A half message from before a resync: drop it.
+                    continue
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AgentTimeout(f"{self.name}: agent did not answer in time")
+            sock.settimeout(left)
+            try:
+                chunk = sock.recv(65536)
+            except socket.timeout:
+                raise AgentTimeout(
+                    f"{self.name}: agent did not answer in time") from None
+            except OSError as e:
+                self.close()
+                raise AgentError(f"{self.name}: agent socket read: {e}") \
+                    from None
+            if not chunk:
+                self.close()
+                raise AgentError(f"{self.name}: agent socket closed")
+            self._buf += chunk
+
+    def sync(self, timeout=2.0):
+        """Resynchronise the stream: True once the agent echoed our id."""
+        token = random.randrange(1, 2**31)
+        deadline = time.monotonic() + timeout
+        self._buf = b""
+        self._send({"execute": "guest-sync-delimited",
+                    "arguments": {"id": token}})
+        while True:
+            msg = self._read_message(deadline)
+            if msg.get("return") == token:
+                return True
+
+    def call(self, command, arguments=None, timeout=10.0):
+        """One QGA command; returns its "return" value, raises on "error"."""
+        msg = {"execute": command}
+        if arguments is not None:
+            msg["arguments"] = arguments
+        if self._sock is None:
+            # A new connection may see replies meant for an earlier client:
+            # resynchronise before the first command.
+            self.sync(timeout=min(timeout, 5.0))
+        deadline = time.monotonic() + timeout
+        self._send(msg)
+        try:
+            reply = self._read_message(deadline)
+        except AgentTimeout:
+            # A late reply would confuse the next call: start over.
+            self.close()
+            raise AgentTimeout(f"{self.name}: no reply to {command} within "
+                               f"{timeout}s") from None
+        if "error" in reply:
+            err = reply["error"]
+            raise AgentError(f"{self.name}: {command}: "
+                             f"{err.get('class')}: {err.get('desc')}")
+        return reply.get("return")
+
+    def wait_ready(self, timeout, alive=None):
+        """Block until the agent answers a sync; bounded by ``timeout``."""
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            if alive is not None and not alive():
+                raise AgentError(f"{self.name}: QEMU exited before the agent "
+                                 f"answered ({last})")
+            try:
+                if self.sync(timeout=min(0.5, max(0.05,
+                                                  deadline - time.monotonic()))):
+                    return
+            except AgentError as e:
+                last = e
+                self.close()
+                time.sleep(0.02)
+        raise AgentTimeout(f"{self.name}: qemu-guest-agent did not answer "
+                           f"guest-sync within {timeout}s (last: {last})")
+
+    # --- commands ----------------------------------------------------------
+
+    def spawn(self, argv, *, input=None, env=None, timeout=30.0):
+        """Start argv in the guest without waiting; returns its guest pid."""
+        args = {"path": argv[0], "arg": list(argv[1:]),
+                "capture-output": True}
+        if input is not None:
+            data = input.encode() if isinstance(input, str) else input
+            args["input-data"] = base64.b64encode(data).decode()
+        if env is not None:
+            args["env"] = [f"{k}={v}" for k, v in env.items()]
+        return self.call("guest-exec", args, timeout=timeout)["pid"]
+
+    def exec(self, argv, *, input=None, timeout=30.0, env=None):
+        """Run argv in the guest; return a Result (never raises on rc)."""
+        pid = self.spawn(argv, input=input, env=env, timeout=timeout)
+        return self.wait(pid, argv, timeout)
+
+    def wait(self, pid, argv, timeout=30.0):
+        """Collect a spawned process: its Result once it exited."""
+        deadline = time.monotonic() + timeout
+        delay = 0.0005
+        while True:
+            st = self.call("guest-exec-status", {"pid": pid},
+                           timeout=max(1.0, deadline - time.monotonic()))
+            if st.get("exited"):
+                break
+            if time.monotonic() >= deadline:
+                raise AgentTimeout(f"{self.name}: {argv!r} still running "
+                                   f"after {timeout}s (guest pid {pid})")
+            time.sleep(delay)
+            delay = min(delay * 2, 0.02)
+        out = base64.b64decode(st.get("out-data", "")).decode(errors="replace")
+        err = base64.b64decode(st.get("err-data", "")).decode(errors="replace")
+        if st.get("out-truncated") or st.get("err-truncated"):
+            err += "\n[dcblab: output truncated by qemu-guest-agent]"
+        if "exitcode" in st:
+            rc = st["exitcode"]
+        else:
+            rc = 128 + st.get("signal", 0)
+        return Result(list(argv), rc, out, err)
+
+    def run(self, argv, *, check=True, **kw):
+        """exec() that raises CmdError on a non-zero exit (unless check=False)."""
+        res = self.exec(argv, **kw)
+        if check and res.rc != 0:
+            raise CmdError(argv, res.rc, res.stdout, res.stderr,
+                           where=self.name)
+        return res
+
+    def read_file(self, path, timeout=10.0):
+        h = self.call("guest-file-open", {"path": path, "mode": "r"}, timeout)
+        chunks = []
+        try:
+            while True:
+                r = self.call("guest-file-read", {"handle": h,
+                                                  "count": 48 * 1024}, timeout)
+                chunks.append(base64.b64decode(r.get("buf-b64", "")))
+                if r.get("eof") or not r.get("count"):
+                    break
+        finally:
+            self.call("guest-file-close", {"handle": h}, timeout)
+        return b"".join(chunks)
+
+    def write_file(self, path, data, timeout=10.0):
+        if isinstance(data, str):
+            data = data.encode()
+        h = self.call("guest-file-open", {"path": path, "mode": "w"}, timeout)
+        try:
+            for off in range(0, max(len(data), 1), 48 * 1024):
+                chunk = data[off:off + 48 * 1024]
+                self.call("guest-file-write",
+                          {"handle": h,
+                           "buf-b64": base64.b64encode(chunk).decode()},
+                          timeout)
+        finally:
+            self.call("guest-file-close", {"handle": h}, timeout)
+
+    def shutdown(self):
+        """Ask the guest to power off; the agent does not answer this one."""
+        self._send({"execute": "guest-shutdown",
+                    "arguments": {"mode": "powerdown"}})
+

@@ -1,0 +1,221 @@
+"""Traffic classes and traffic in the guests: what the scenarios build on.
+
+Sender side (h1): ``mqprio`` with one TX queue per traffic class stands in
+for DCB traffic classes, and the net_prio tracepoint counts decisions.
+Receiver side (h2): tc flower ``vlan_prio`` filters on ingress count frames
+per PCP, independently of ``priosink`` (our AF_PACKET counter).
+"""
+
+import json
+import time
+
+from ..core.errors import ScenarioError
+from . import pcap
+
+__all__ = ["NETPRIO", "NETCLS", "cgroup", "map_priority", "mqprio",
+           "queue_packets", "QueueCounter", "pcp_filters", "pcp_packets",
+           "Sink", "send", "pcp_counts", "flow_of", "TraceCounter",
+           "wire_pcp_per_flow"]
+
+NETPRIO = "/sys/fs/cgroup/net_prio"
+NETCLS = "/sys/fs/cgroup/net_cls"
+_TRACING = "/sys/kernel/tracing"
+_EVENT = "events/net_prio/netprio_skb_update"
+
+
+def cgroup(guest, ctl_root, name):
+    """Create cgroup NAME under a v1 hierarchy; returns (path, prioidx).
+
+    prioidx is None outside net_prio. The baseline restore removes it.
+    """
+    path = f"{ctl_root}/{name}"
+    guest.run(["mkdir", path])
+    idx = None
+    if ctl_root == NETPRIO:
+        idx = int(guest.read(f"{path}/net_prio.prioidx"))
+    return path, idx
+
+
+def map_priority(guest, cgroup_path, dev, prio):
+    """Write "DEV PRIO" to a cgroup's net_prio.ifpriomap (one write(2),
+    by cgwrite); a refused write raises CmdError with the errno's name."""
+    guest.run(["cgwrite", f"{cgroup_path}/net_prio.ifpriomap",
+               f"{dev} {prio}"])
+
+
+def mqprio(guest, dev="eth0", num_tc=8, handle="100"):
+    """mqprio with num_tc classes, priority p -> TC p, one queue per TC.
+
+    Priorities num_tc..15 fall back to TC 0.
+    """
+    prio_map = [str(p) if p < num_tc else "0" for p in range(16)]
+    queues = [f"1@{tc}" for tc in range(num_tc)]
+    guest.run(["tc", "qdisc", "replace", "dev", dev, "root", "handle",
+               f"{handle}:", "mqprio", "num_tc", str(num_tc), "map",
+               *prio_map, "queues", *queues, "hw", "0"])
+
+
+def queue_packets(guest, dev="eth0", handle="100"):
+    """{queue index: packets sent} from the qdiscs under mqprio.
+
+    With one queue per TC (see mqprio()), queue index == TC.
+    """
+    out = json.loads(guest.run(["tc", "-s", "-j", "qdisc", "show", "dev",
+                                dev]).stdout)
+    counts = {}
+    for q in out:
+        parent = q.get("parent", "")
+        if parent.startswith(f"{handle}:"):
+            counts[int(parent.split(":")[1], 16) - 1] = q["packets"]
+    return counts
+
+
+class QueueCounter:
+    """Packets sent per mqprio queue since the counter was made."""
+
+    def __init__(self, guest, dev="eth0", handle="100"):
+        self.guest, self.dev, self.handle = guest, dev, handle
+        self.before = queue_packets(guest, dev, handle)
+
+    def delta(self):
+        """{queue index: packets sent since creation}."""
+        now = queue_packets(self.guest, self.dev, self.handle)
+        return {q: n - self.before.get(q, 0) for q, n in now.items()}
+
+
+def pcp_filters(guest, dev="eth0", vid=100):
+    """Ingress counters on the receiver: one flower filter per PCP 0..7."""
+    guest.run(["tc", "qdisc", "add", "dev", dev, "clsact"])
+    for pcp in range(8):
+        guest.run(["tc", "filter", "add", "dev", dev, "ingress", "protocol",
+                   "802.1Q", "pref", str(10 + pcp), "flower", "vlan_id",
+                   str(vid), "vlan_prio", str(pcp), "action", "pass"])
+
+
+def pcp_packets(guest, dev="eth0"):
+    """{pcp: packets} counted by the pcp_filters() filters."""
+    out = json.loads(guest.run(["tc", "-s", "-j", "filter", "show", "dev",
+                                dev, "ingress"]).stdout)
+    counts = {}
+    for f in out:
+        opts = f.get("options", {})
+        keys = opts.get("keys", {})
+        if "vlan_prio" in keys and opts.get("actions"):
+            counts[int(keys["vlan_prio"])] = \
+                opts["actions"][0]["stats"]["packets"]
+    return counts
+
+
+class Sink:
+    """priosink running in a guest until count/timeout; result() is its JSON."""
+
+    def __init__(self, guest, iface, *, count=0, timeout=10.0, idle=0.0,
+                 extra=()):
+        self.guest = guest
+        self.ready = f"/tmp/priosink-ready-{time.monotonic_ns()}"
+        argv = ["priosink", "-j", "-i", iface, "-t", str(timeout),
+                "-c", str(count), "-R", self.ready, *extra]
+        if idle:
+            argv += ["--idle", str(idle)]
+        self.timeout = timeout
+        self.proc = guest.spawn(argv)
+        self._wait_ready()
+
+    def _wait_ready(self):
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.guest.run(["test", "-e", self.ready], check=False).rc == 0:
+                return
+            time.sleep(0.02)
+        res = self.guest.wait(self.proc, timeout=5, check=False)
+        raise ScenarioError(f"{self.guest.name}: priosink never became ready "
+                            f"in 10 s: rc {res.rc}, stderr {res.stderr!r}")
+
+    def result(self):
+        res = self.guest.wait(self.proc, timeout=self.timeout + 30)
+        return json.loads(res.stdout)
+
+
+def send(guest, dest, *, spawn=False, **opts):
+    """priosend -j DEST with options (count=, flow=, cgroup=, ...).
+
+    Keyword names are the long options with '-' as '_'; True is a flag.
+    Returns the JSON result, or with spawn=True a Spawned to collect with
+    ``guest.wait()``.
+    """
+    argv = ["priosend", "-j"]
+    for key, value in opts.items():
+        if value is None or value is False:
+            continue
+        argv.append("--" + key.replace("_", "-"))
+        if value is not True:
+            argv.append(str(value))
+    argv.append(dest)
+    if spawn:
+        return guest.spawn(argv)
+    return json.loads(guest.run(argv, timeout=120).stdout)
+
+
+def flow_of(sink_result, flow):
+    """One flow's entry of priosink's JSON (ScenarioError if none arrived)."""
+    for f in sink_result["flows"]:
+        if f["flow"] == flow:
+            return f
+    raise ScenarioError(f"priosink saw no frame of flow {flow} (flows: "
+                        f"{[f['flow'] for f in sink_result['flows']]})")
+
+
+def pcp_counts(flow):
+    """{pcp: frames} of a priosink flow entry, nonzero only; frames
+    without a tag under "untagged"."""
+    counts = {p: n for p, n in enumerate(flow["pcp"]) if n}
+    if flow["untagged"]:
+        counts["untagged"] = flow["untagged"]
+    return counts
+
+
+class TraceCounter:
+    """Counts net_prio:netprio_skb_update events matching a filter.
+
+    Each counter is its own tracefs instance, so several filters count at
+    once; the count is entries + overrun of the instance's ring buffers,
+    exact even when the buffer wrapped.
+    """
+
+    def __init__(self, guest, name, event_filter):
+        self.guest = guest
+        self.dir = f"{_TRACING}/instances/{name}"
+        guest.run(["mkdir", self.dir])
+        guest.write(f"{self.dir}/{_EVENT}/filter", event_filter)
+        guest.write(f"{self.dir}/{_EVENT}/enable", "1")
+
+    def count(self):
+        total = 0
+        cpus = self.guest.run(["ls", f"{self.dir}/per_cpu"]).stdout.split()
+        for cpu in cpus:
+            stats = self.guest.read(f"{self.dir}/per_cpu/{cpu}/stats")
+            for line in stats.splitlines():
+                key, _, value = line.partition(":")
+                if key.strip() in ("entries", "overrun"):
+                    total += int(value)
+        return total
+
+    def stop(self):
+        self.guest.write(f"{self.dir}/{_EVENT}/enable", "0")
+
+
+def wire_pcp_per_flow(pcap_file):
+    """{flow: {pcp: frames}} of priosend's UDP frames in a capture."""
+    counts = {}
+    for frame in pcap.read_frames(pcap_file):
+        tag = pcap.vlan_tag(frame)
+        if not tag or tag[2] != 0x0800:
+            continue
+        ihl = (frame[18] & 0x0F) * 4
+        payload = frame[18 + ihl + 8:]
+        if payload[:4] != b"DCB1":
+            continue
+        flow = int.from_bytes(payload[4:8], "big")
+        per = counts.setdefault(flow, {})
+        per[tag[1]] = per.get(tag[1], 0) + 1
+    return counts

@@ -1,0 +1,344 @@
+"""A lab's topology: one TOML file under topology/, read and validated once.
+
+The file is checked completely here, so that the layers below it (wire, vm,
+agent) can trust every field: names fit interface and QEMU id rules, ranges
+are what the kernel and QEMU accept, and every NIC is on exactly one link.
+Each error is one line, ``<path>: <where>: <what>``, naming the file, the key
+and the value.  The schema is documented in docs/topology.md.
+"""
+
+import ipaddress
+import os
+import re
+import tomllib
+from dataclasses import replace
+from pathlib import PurePath
+from typing import Optional
+
+from .model import Host, Link, Nic, Topology, TopologyError, Vlan, quote
+
+__all__ = ["load", "parse"]
+
+# Names end up in interface names, QEMU ids and netns names, whose limits
+# (IFNAMSIZ 16 with the NUL) are what keeps these short.
+_TOPOLOGY_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,15}")
+_HOST_NAME = re.compile(r"[a-z][a-z0-9]{0,7}")
+_LINK_NAME = _HOST_NAME
+_NIC_NAME = re.compile(r"eth[0-9]+")
+
+_TOP_KEYS = ("name", "hosts", "links")
+_HOST_KEYS = ("memory_mib", "cpus", "nics")
+_NIC_KEYS = ("ipv4", "ipv6", "vlans")
+_VLAN_KEYS = ("id", "ipv4", "ipv6", "egress_qos_map", "ingress_qos_map")
+_LINK_KEYS = ("a", "b", "queues")
+
+_U32_MAX = 2**32 - 1
+_PCP_MAX = 7
+# The kernel's own VLAN maps start empty (everything to PCP 0 / priority 0);
+# the lab's default is identity so that a priority shows up as the same PCP
+# on the wire and back as the same priority on the receiver.
+_IDENTITY_QOS_MAP = tuple((p, p) for p in range(_PCP_MAX + 1))
+
+
+def load(path) -> Topology:
+    """Read and validate the topology file at path (str or PathLike)."""
+    shown = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise TopologyError(f"{shown}: no such file") from None
+    except OSError as e:
+        raise TopologyError(f"{shown}: cannot read: {e.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise TopologyError(f"{shown}: invalid TOML: not UTF-8 (byte "
+                            f"0x{data[e.start]:02x} at offset {e.start})") \
+            from None
+    return parse(text, shown)
+
+
+def parse(text: str, path: str) -> Topology:
+    """Validate TOML text; path names the file in errors and gives the
+    default topology name (its stem)."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise TopologyError(f"{path}: invalid TOML: {_one_line(str(e))}") \
+            from None
+    return _Parser(path).topology(doc)
+
+
+# --- parsing ---------------------------------------------------------------
+
+class _Parser:
+    def __init__(self, path: str):
+        self.path = path
+
+    def fail(self, *parts: str):
+        raise TopologyError(": ".join((self.path,) + parts))
+
+    def topology(self, doc: dict) -> Topology:
+        self.keys(doc, _TOP_KEYS)
+        name = self.name(doc)
+
+        hosts_t = doc.get("hosts", {})
+        self.table(hosts_t, "hosts")
+        if not hosts_t:
+            self.fail("no hosts: declare at least one [hosts.NAME] table")
+        hosts = [self.host(hname, htable, i)
+                 for i, (hname, htable) in enumerate(hosts_t.items())]
+        nics = {(h.name, n.name): n for h in hosts for n in h.nics}
+
+        links_t = doc.get("links", {})
+        self.table(links_t, "links")
+        raw_links = [self.link(lname, ltable, hosts, nics)
+                     for lname, ltable in links_t.items()]
+
+        # Both checks go in file order, so the first error a user sees is
+        # the first one in the file.
+        on_link = {}
+        for lname, a, b, queues in raw_links:
+            if a == b:
+                self.fail(f"NIC {quote(_nic_id(a))} is on both ends of link "
+                          f"{quote(lname)}")
+            for end in (a, b):
+                if end in on_link:
+                    self.fail(f"NIC {quote(_nic_id(end))} is on links "
+                              f"{quote(on_link[end][0])} and {quote(lname)}")
+                on_link[end] = (lname, queues)
+        for key in nics:
+            if key not in on_link:
+                self.fail(f"NIC {quote(_nic_id(key))} is on no link")
+
+        built = {key: replace(nic, link=on_link[key][0],
+                              queues=on_link[key][1])
+                 for key, nic in nics.items()}
+        return Topology(
+            name=name, path=self.path,
+            hosts=tuple(replace(h, nics=tuple(built[(h.name, n.name)]
+                                              for n in h.nics))
+                        for h in hosts),
+            links=tuple(Link(lname, built[a], built[b], queues)
+                        for lname, a, b, queues in raw_links))
+
+    def name(self, doc: dict) -> str:
+        if "name" in doc:
+            name = doc["name"]
+            if not isinstance(name, str):
+                self.fail(f"name must be a string, got {_show(name)}")
+            if not _TOPOLOGY_NAME.fullmatch(name):
+                self.fail(f"name must match ^{_TOPOLOGY_NAME.pattern}$, "
+                          f"got {quote(name)}")
+            return name
+        name = PurePath(self.path).stem
+        if not _TOPOLOGY_NAME.fullmatch(name):
+            self.fail(f"name defaults to the file name {quote(name)}, which does "
+                      f"not match ^{_TOPOLOGY_NAME.pattern}$: rename the file "
+                      "or set name")
+        return name
+
+    def host(self, name: str, table, index: int) -> Host:
+        where = f"host {quote(name)}"
+        if not _HOST_NAME.fullmatch(name):
+            self.fail(where, f"name must match ^{_HOST_NAME.pattern}$")
+        self.table(table, where=where)
+        self.keys(table, _HOST_KEYS, where)
+        mem = self.int(table, "memory_mib", 128, 64, 4096, where)
+        cpus = self.int(table, "cpus", 2, 1, 8, where)
+
+        nics_t = table.get("nics", {})
+        self.table(nics_t, "nics", where)
+        nics = [self.nic(name, nname, ntable)
+                for nname, ntable in nics_t.items()]
+        nics.sort(key=lambda n: (n.index, n.name))
+        expected = [f"eth{i}" for i in range(len(nics))]
+        got = [n.name for n in nics]
+        if got != expected:
+            want = (expected[0] if len(expected) == 1
+                    else f"{expected[0]}..{expected[-1]}")
+            self.fail(where, f"NICs must be {want}, got {', '.join(got)}")
+        return Host(name, index, mem, cpus, tuple(nics))
+
+    def nic(self, host: str, name: str, table) -> Nic:
+        if not _NIC_NAME.fullmatch(name):
+            self.fail(f"host {quote(host)}",
+                      f"NIC name {quote(name)} must match ^{_NIC_NAME.pattern}$")
+        where = f"NIC {quote(f'{host}:{name}')}"
+        self.table(table, where=where)
+        self.keys(table, _NIC_KEYS, where)
+        ipv4 = self.addr(table, "ipv4", where)
+        ipv6 = self.addr(table, "ipv6", where)
+        vlans_v = table.get("vlans", [])
+        if not isinstance(vlans_v, list):
+            self.fail(where, f"vlans must be an array of tables, "
+                             f"got {_show(vlans_v)}")
+        vlans, seen = [], set()
+        for i, vtable in enumerate(vlans_v):
+            vlan = self.vlan(where, i, vtable)
+            if vlan.id in seen:
+                self.fail(where, f"VLAN {vlan.id} is declared twice")
+            seen.add(vlan.id)
+            vlans.append(vlan)
+        # link and queues are known once the links are read.
+        return Nic(host, name, int(name[len("eth"):]), ipv4, ipv6,
+                   tuple(vlans), link="", queues=0)
+
+    def vlan(self, nic_where: str, i: int, table) -> Vlan:
+        vid = table.get("id") if isinstance(table, dict) else None
+        # Name the VLAN by its id once there is a usable one; before that
+        # only its position in the array can point at it.
+        if _is_int(vid) and 1 <= vid <= 4094:
+            where = f"{nic_where}: VLAN {vid}"
+        else:
+            where = f"{nic_where}: vlans[{i}]"
+        self.table(table, where=where)
+        self.keys(table, _VLAN_KEYS, where)
+        if "id" not in table:
+            self.fail(where, "id is required")
+        vid = self.int(table, "id", None, 1, 4094, where)
+        return Vlan(
+            id=vid,
+            ipv4=self.addr(table, "ipv4", where),
+            ipv6=self.addr(table, "ipv6", where),
+            egress_qos_map=self.qos_map(table, "egress_qos_map", where,
+                                        (_U32_MAX, "skb priority"),
+                                        (_PCP_MAX, "PCP")),
+            ingress_qos_map=self.qos_map(table, "ingress_qos_map", where,
+                                         (_PCP_MAX, "PCP"),
+                                         (_U32_MAX, "skb priority")))
+
+    def link(self, name: str, table, hosts, nics):
+        where = f"link {quote(name)}"
+        if not _LINK_NAME.fullmatch(name):
+            self.fail(where, f"name must match ^{_LINK_NAME.pattern}$")
+        self.table(table, where=where)
+        self.keys(table, _LINK_KEYS, where)
+        host_names = {h.name for h in hosts}
+        ends = []
+        for key in ("a", "b"):
+            if key not in table:
+                self.fail(where, f"{key} is required")
+            end = table[key]
+            if not isinstance(end, str):
+                self.fail(where, f"{key} must be a string HOST:NIC, "
+                                 f"got {_show(end)}")
+            host, sep, nic = end.partition(":")
+            if not sep or not host or not nic or ":" in nic:
+                self.fail(where, f"{key} must be HOST:NIC, got {quote(end)}")
+            if host not in host_names:
+                self.fail(where, f"unknown host {quote(host)}")
+            if (host, nic) not in nics:
+                self.fail(where, f"host {quote(host)} has no NIC {quote(nic)}")
+            ends.append((host, nic))
+        queues = self.int(table, "queues", 1, 1, 16, where)
+        return name, ends[0], ends[1], queues
+
+    # --- typed values ---
+
+    def table(self, value, key: Optional[str] = None, where: str = ""):
+        if not isinstance(value, dict):
+            what = (f"{key} must be a table" if key else "must be a table")
+            self.fail(*filter(None, (where, f"{what}, got {_show(value)}")))
+
+    def keys(self, table: dict, allowed, where: str = ""):
+        for key in table:
+            if key not in allowed:
+                self.fail(*filter(None, (where, f"unknown key {quote(key)}")))
+
+    def int(self, table: dict, key: str, default, lo: int, hi: int,
+            where: str) -> int:
+        if key not in table:
+            return default
+        v = table[key]
+        if not _is_int(v):
+            self.fail(where, f"{key} must be an integer, got {_show(v)}")
+        if not lo <= v <= hi:
+            self.fail(where, f"{key} must be {lo}..{hi}, got {v}")
+        return v
+
+    def addr(self, table: dict, key: str, where: str):
+        if key not in table:
+            return None
+        v = table[key]
+        cls, family, other = (
+            (ipaddress.IPv4Interface, "IPv4", ipaddress.IPv6Interface)
+            if key == "ipv4" else
+            (ipaddress.IPv6Interface, "IPv6", ipaddress.IPv4Interface))
+        example = "192.0.2.1/24" if key == "ipv4" else "2001:db8::1/64"
+        if not isinstance(v, str):
+            self.fail(where, f"{key} must be a string, got {_show(v)}")
+        want = f"{key} must be an {family} address with prefix " \
+               f"(like {example}), got {quote(v)}"
+        # ipaddress would take a bare address as /32 or /128; a lab address
+        # without its prefix is almost always a mistake, so one is required.
+        if "/" not in v:
+            self.fail(where, want)
+        try:
+            return cls(v)
+        except ValueError:
+            pass
+        try:
+            other(v)
+        except ValueError:
+            self.fail(where, want)
+        self.fail(where, f"{key} must be an {family} address, got {quote(v)}, "
+                         f"which is {'IPv6' if family == 'IPv4' else 'IPv4'}")
+
+    def qos_map(self, table: dict, key: str, where: str, frm, to):
+        if key not in table:
+            return _IDENTITY_QOS_MAP
+        v = table[key]
+        if not isinstance(v, str):
+            self.fail(where, f"{key} must be a string of FROM:TO pairs, "
+                             f"got {_show(v)}")
+        # An empty map would leave `ip link ... egress-qos-map` without an
+        # argument; "0:0" already gives the kernel's all-zero map.
+        if not v.split():
+            self.fail(where, f"{key} must have at least one FROM:TO pair, "
+                             f"got {quote(v)}")
+        pairs = {}
+        for word in v.split():
+            m = re.fullmatch(r"([0-9]+):([0-9]+)", word)
+            if not m:
+                self.fail(where, f"{key}: pair {quote(word)} must be FROM:TO")
+            pair = (int(m.group(1)), int(m.group(2)))
+            for n, (hi, what), side in ((pair[0], frm, "FROM"),
+                                        (pair[1], to, "TO")):
+                if n > hi:
+                    self.fail(where, f"{key}: pair {quote(word)}: {side} "
+                                     f"({what}) must be 0..{hi}, got {n}")
+            if pair[0] in pairs:
+                self.fail(where, f"{key}: FROM ({frm[1]}) {pair[0]} is "
+                                 "mapped twice")
+            pairs[pair[0]] = pair[1]
+        return tuple(sorted(pairs.items()))
+
+
+def _is_int(v) -> bool:
+    # TOML true/false are Python bools, which are ints; they must not pass.
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _nic_id(key) -> str:
+    return f"{key[0]}:{key[1]}"
+
+
+def _show(v) -> str:
+    """A value as it would be written in TOML, for 'got ...'."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return quote(v)
+    if isinstance(v, dict):
+        return "a table"
+    if isinstance(v, list):
+        return "an array"
+    if hasattr(v, "isoformat"):
+        return v.isoformat()
+    return str(v)
+
+
+def _one_line(s: str) -> str:
+    return " ".join(s.split())

@@ -1,0 +1,86 @@
+"""bin/dcblab as a user meets it: every mistake is one line on stderr,
+never a traceback; exit 2 for a usage mistake, 1 for a lab that is not
+there; status works on a lab another process owns."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from dcblab.core.paths import ROOT
+
+DCBLAB = [sys.executable, str(ROOT / "bin" / "dcblab")]
+
+
+def _dcblab(args, env=None, timeout=60):
+    return subprocess.run(DCBLAB + args, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def _one_line(r):
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.startswith("dcblab: ") and r.stderr.count("\n") == 1, \
+        r.stderr
+    return r.stderr
+
+
+# With an empty run root, no lab is up whatever else runs on the machine.
+@pytest.mark.parametrize("args, rc, text", [
+    (["status", "--name", "nosuch"], 1, "no lab named 'nosuch' is up"),
+    (["down", "--name", "nosuch"], 1, "no lab named 'nosuch' is up"),
+    (["exec", "h1", "--", "true"], 1, "no lab is up: start one with"),
+    (["logs", "--name", "nosuch", "h1"], 1, "no lab named 'nosuch' is up"),
+    (["console", "--name", "nosuch", "h1"], 1, "no lab named 'nosuch'"),
+    (["capture", "--name", "x", "l1", "-w", "/dev/null"], 1,
+     "no lab named 'x' is up"),
+    (["up", "--name", "Bad_Name"], 2, "lab name 'Bad_Name' must match"),
+    (["exec", "h1"], 2, "exec: nothing to run"),
+], ids=["status", "down", "exec-no-lab", "logs", "console", "capture",
+        "bad-lab-name", "exec-no-argv"])
+def test_mistake_without_a_lab_is_one_line(tmp_path, args, rc, text):
+    r = _dcblab(args, {"DCBLAB_RUN": str(tmp_path)})
+    assert r.returncode == rc
+    assert text in _one_line(r)
+    assert list(tmp_path.iterdir()) == []   # nothing was started
+
+
+@pytest.mark.parametrize("var, value, text", [
+    ("DCBLAB_ACCEL", "fast", "DCBLAB_ACCEL='fast': use tcg, kvm or auto"),
+    ("FLAVOUR", "fancy", "FLAVOUR='fancy': unknown kernel flavour (known: "
+                         "lab, debug)"),
+])
+def test_bad_environment_is_one_line_exit_2_and_nothing_left(tmp_path, var,
+                                                             value, text):
+    r = _dcblab(["up", "--name", "envcheck"],
+                {"DCBLAB_RUN": str(tmp_path), var: value})
+    assert r.returncode == 2
+    assert text in _one_line(r)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args, text", [
+    (["exec", "h3", "--", "true"], 'unknown host "h3" (hosts: h1, h2)'),
+    (["logs", "h3"], 'unknown host "h3" (hosts: h1, h2)'),
+    (["capture", "l9", "-w", "/dev/null"], 'unknown link "l9" (links: l1)'),
+], ids=["exec", "logs", "capture"])
+def test_unknown_host_or_link_of_a_running_lab_is_one_line_exit_2(lab, args,
+                                                                  text):
+    r = _dcblab([args[0], "--name", lab.name, *args[1:]])
+    assert r.returncode == 2
+    assert text in _one_line(r)
+
+
+def test_status_of_a_lab_another_process_owns(lab):
+    """The session lab is owned by this pytest process, which holds the
+    guests' agent sockets: status reports it without waiting for them."""
+    r = _dcblab(["status", "--name", lab.name, "-j"])
+    assert r.returncode == 0, r.stderr
+    (st,) = json.loads(r.stdout)
+    assert (st["name"], st["status"], st["owner_pid"], st["backend"]) == \
+        (lab.name, "owned", os.getpid(), "qemu")
+    assert {h["host"]: h["state"] for h in st["hosts"]} == \
+        {h.name: "running" for h in lab.topology.hosts}
+    # Not asked: the owner holds the agents (None, not a wrong number).
+    assert all(h["uptime_s"] is None for h in st["hosts"])
