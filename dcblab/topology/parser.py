@@ -110,7 +110,9 @@ class _Parser:
                 on_link[end] = (lname, queues)
         for key in nics:
             if key not in on_link:
-                self.fail(f"NIC {quote(_nic_id(key))} is on no link")
+                self.fail(f"NIC {quote(_nic_id(key))} is on no link: join it "
+                          f"to another NIC with a [links.NAME] table, "
+                          f'a = "{_nic_id(key)}", b = "HOST:NIC"')
 
         built = {key: replace(nic, link=on_link[key][0],
                               queues=on_link[key][1])
@@ -245,7 +247,8 @@ class _Parser:
     def keys(self, table: dict, allowed, where: str = ""):
         for key in table:
             if key not in allowed:
-                self.fail(*filter(None, (where, f"unknown key {quote(key)}")))
+                self.fail(*filter(None, (where, f"unknown key {quote(key)} "
+                                                f"(known: {', '.join(allowed)})")))
 
     def int(self, table: dict, key: str, default, lo: int, hi: int,
             where: str) -> int:
