@@ -84,3 +84,16 @@ def test_status_of_a_lab_another_process_owns(lab):
         {h.name: "running" for h in lab.topology.hosts}
     # Not asked: the owner holds the agents (None, not a wrong number).
     assert all(h["uptime_s"] is None for h in st["hosts"])
+
+
+def test_pytest_with_an_unknown_flavour_is_one_line_exit_2(pytester,
+                                                          monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.setenv("FLAVOUR", "fancy")
+    pytester.makepyfile(test_inner="def test_x():\n    pass\n")
+    res = pytester.runpytest_subprocess("-p", "dcblab.testing.plugin")
+    assert res.ret == 2
+    out = res.stdout.str() + res.stderr.str()
+    assert "INTERNALERROR" not in out and "Traceback" not in out, out
+    assert "dcblab: FLAVOUR='fancy': unknown kernel flavour (known: lab, " \
+           "debug)" in out

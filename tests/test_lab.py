@@ -94,7 +94,7 @@ def test_pcp_5_frame_on_vlan_crosses_the_wire_with_pcp_5(lab, undo, tmp_path):
 
 def test_exec_passes_stdout_stderr_and_exit_code_through(lab):
     # The CLI is a second client of h1's agent socket: let go of ours.
-    lab.h1.agent.close()
+    lab.h1.release()
     r = subprocess.run(DCBLAB + ["exec", "--name", lab.name, "h1", "--",
                                  "sh", "-c", "echo out; echo err >&2; exit 7"],
                        capture_output=True, text=True, timeout=60)
@@ -102,7 +102,7 @@ def test_exec_passes_stdout_stderr_and_exit_code_through(lab):
 
 
 def test_exec_of_missing_program_fails_with_its_error(lab):
-    lab.h1.agent.close()
+    lab.h1.release()
     r = subprocess.run(DCBLAB + ["exec", "--name", lab.name, "h1", "--",
                                  "/no/such/program"],
                        capture_output=True, text=True, timeout=60)

@@ -94,7 +94,7 @@ def test_two_cgroups_sending_at_once_keep_their_pcp_and_tc(lab):
     cgroup leaves by its TC's queue, is traced as mapped, and arrives with
     its PCP, by priosink and by flower alike."""
     per_flow, prios = 50_000, {1: 2, 2: 5}
-    res = two_cgroups_at_once(lab, prios, per_flow, vlan=VID, timeout=120)
+    res = two_cgroups_at_once(lab, prios, per_flow, vlan=VID)
     for f in res.flows:
         # Other TCs may carry the guests' own ARP/ND: only the flows' count.
         assert res.tc_tx[f.prio] == per_flow

@@ -33,7 +33,8 @@ FLAVOURS = {
     # allocation. Measured: at 128 MiB the debug kernel boots but leaves
     # userspace 53 MiB (14 MiB available); at 256 MiB the receiver of the
     # 100k-frame two-cgroup scenario ran out of memory mid-suite (130 MiB
-    # of unreclaimable slab) and panicked; at 512 MiB it passes.
+    # of unreclaimable slab, with or without the harness's kmemleak
+    # scans) and panicked; at 512 MiB it passes. See how-it-works.md.
     "debug": Flavour("debug", ("lab.config", "debug.config"),
                      min_memory_mib=512, kmemleak=True,
                      about="lab + KASAN, lockdep, kmemleak, UBSAN, "

@@ -58,6 +58,12 @@ class Guest:
                            where=self.name)
         return res
 
+    def release(self):
+        """Let go of the guest's agent socket, which takes one client at a
+        time, so another client (a `dcblab exec`) can use it; the next
+        command reconnects."""
+        self.agent.close()
+
     def read(self, path):
         return self.agent.read_file(path).decode(errors="replace")
 

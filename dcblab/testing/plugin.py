@@ -23,6 +23,7 @@ import os
 import pytest
 
 from ..core import paths
+from ..core.errors import DcblabError
 from ..core.flavours import flavour
 from ..lab import Lab, reap
 from ..topology import load
@@ -38,6 +39,14 @@ _leaks = {}          # guest name -> Kmemleak, on flavours that have it
 
 def running_machines():
     return [m for m in _machines if m.alive()]
+
+
+def pytest_configure(config):
+    # A bad FLAVOUR is the user's mistake: one line, not an INTERNALERROR.
+    try:
+        flavour()
+    except DcblabError as e:
+        pytest.exit(f"dcblab: {e}", returncode=2)
 
 
 def pytest_report_header(config):
