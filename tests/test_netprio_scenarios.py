@@ -11,8 +11,8 @@ import pytest
 
 from dcblab.scenarios import two_cgroups_at_once
 from dcblab.testing import (NETCLS, NETPRIO, QueueCounter, Sink, TraceCounter,
-                            cgroup, flow_of, map_priority, mqprio, pcap,
-                            pcp_counts, pcp_filters, pcp_packets, send)
+                            cgroup, flow_of, map_priority, pcap, pcp_counts,
+                            pcp_packets, send, traffic_classes)
 
 VID = 100
 VLAN_DEV = f"eth0.{VID}"
@@ -20,12 +20,7 @@ VLAN_DEV = f"eth0.{VID}"
 
 @pytest.fixture
 def classes(lab):
-    mqprio(lab.h1, "eth0")
-    pcp_filters(lab.h2, "eth0", VID)
-    # Resolve h2's VLAN address first: while ARP is pending the kernel
-    # queues only unres_qlen_bytes of frames and drops the rest (seen: 424
-    # of a 1000-frame burst lost).
-    lab.h1.run(["ping", "-c", "1", "-W", "2", _dst(lab)])
+    traffic_classes(lab.h1, lab.h2, _dst(lab), VID)
     return lab
 
 

@@ -15,7 +15,7 @@ from .flavours import DEFAULT, flavour
 
 __all__ = ["ROOT", "build_dir", "kernel_src", "kernel_obj", "bzimage",
            "initramfs", "missing_images", "check_images", "MissingImages",
-           "default_topology", "artefacts",
+           "default_topology",
            "KERNEL_TARBALL", "PATCH_DIR", "TOPOLOGY_DIR"]
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -49,10 +49,6 @@ def initramfs() -> Path:
 def default_topology() -> Path:
     """The lab every command, fixture and demo uses unless told otherwise."""
     return TOPOLOGY_DIR / "two-hosts.toml"
-
-
-def artefacts() -> Path:
-    return build_dir() / "artefacts"
 
 
 class MissingImages(DcblabError):

@@ -35,9 +35,9 @@ def teardown(run_id, netns, rundir, say=lambda msg: None):
     if pids:
         proc.kill(pids)
         say(f"killed {len(pids)} process(es) of run {run_id}")
-    if netns and netns in wire.list_netns() and \
-            wire.netns_run_id(netns) == run_id:
-        wire.run(["ip", "netns", "del", netns], check=False)
+    # netns_run_id() is None for a namespace that does not exist.
+    if netns and run_id and wire.netns_run_id(netns) == run_id:
+        wire.delete_netns(netns)
         say(f"removed netns {netns}")
     if rundir and Path(rundir).exists():
         shutil.rmtree(rundir, ignore_errors=True)

@@ -19,7 +19,7 @@ import subprocess
 from ..core.cmd import CmdError, run
 
 __all__ = ["Wire", "RUN_ALIAS_PREFIX", "netns_name", "netns_run_id",
-           "list_netns"]
+           "list_netns", "delete_netns"]
 
 RUN_ALIAS_PREFIX = "dcblab-run:"
 
@@ -31,6 +31,12 @@ def netns_name(lab):
 def list_netns():
     out = run(["ip", "netns", "list"]).stdout
     return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def delete_netns(ns):
+    """Remove a namespace (its taps go with it) if it exists."""
+    if ns in list_netns():
+        run(["ip", "netns", "del", ns], check=False)
 
 
 def netns_run_id(ns):
@@ -103,8 +109,7 @@ class Wire:
 
     def down(self):
         """Remove the namespace; its taps go with it. Idempotent."""
-        if self.netns in list_netns():
-            run(["ip", "netns", "del", self.netns], check=False)
+        delete_netns(self.netns)
 
     def capture(self, nic, path, count, bpf=()):
         """tcpdump on NIC's tap (the host side of its link) to a pcap file.

@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass
 
 from ..testing.traffic import (NETPRIO, QueueCounter, Sink, TraceCounter,
-                               cgroup, flow_of, map_priority, mqprio,
-                               pcp_counts, pcp_filters, pcp_packets, send,
+                               cgroup, flow_of, map_priority, pcp_counts,
+                               pcp_packets, send, traffic_classes,
                                wire_pcp_per_flow)
 
 __all__ = ["FlowResult", "TwoCgroupsResult", "two_cgroups_at_once",
@@ -80,12 +80,8 @@ def two_cgroups_at_once(lab, prios=None, per_flow=50_000, vlan=100,
     nic = lab.topology.host(sender).nics[0]
     vlan_dev = f"{nic.name}.{vlan}"
     dst = lab.topology.address(receiver, vlan)
-    mqprio(tx, nic.name)
     rx_nic = lab.topology.host(receiver).nics[0].name
-    pcp_filters(rx, rx_nic, vlan)
-    # While ARP is pending the kernel queues only unres_qlen_bytes of
-    # frames and drops the rest (seen: 424 of a 1000-frame burst lost).
-    tx.run(["ping", "-c", "1", "-W", "2", dst])
+    traffic_classes(tx, rx, dst, vlan, nic.name, rx_nic)
     paths, tracers = {}, {}
     for flow, prio in prios.items():
         paths[flow], idx = cgroup(tx, NETPRIO, f"flow{flow}")
@@ -99,8 +95,7 @@ def two_cgroups_at_once(lab, prios=None, per_flow=50_000, vlan=100,
         cap = lab.wire.capture(nic, capture, total,
                                ["vlan", "and", "udp", "port", "9000"])
     queues = QueueCounter(tx, nic.name)
-    sink = Sink(rx, rx_nic, count=total,
-                timeout=timeout, idle=5)
+    sink = Sink(rx, rx_nic, count=total, timeout=timeout, idle=5)
     t0 = time.monotonic()
     running = {flow: send(tx, dst, spawn=True, count=per_flow, flow=flow,
                           cgroup=paths[flow]) for flow in prios}

@@ -9,10 +9,11 @@ from .pcap import PcapError, read_frames, vlan_tag
 from .traffic import (NETCLS, NETPRIO, QueueCounter, Sink, TraceCounter,
                       cgroup, flow_of, map_priority, mqprio, pcp_counts,
                       pcp_filters, pcp_packets, queue_packets, send,
-                      wire_pcp_per_flow)
+                      traffic_classes, wire_pcp_per_flow)
 
 __all__ = ["Guest", "Spawned", "LabHandle", "KMEMLEAK", "Kmemleak",
            "PcapError", "read_frames", "vlan_tag", "NETCLS", "NETPRIO",
            "QueueCounter", "Sink", "TraceCounter", "cgroup", "flow_of",
            "map_priority", "mqprio", "pcp_counts", "pcp_filters",
-           "pcp_packets", "queue_packets", "send", "wire_pcp_per_flow"]
+           "pcp_packets", "queue_packets", "send", "traffic_classes",
+           "wire_pcp_per_flow"]

@@ -31,14 +31,10 @@ from .guest import Guest
 from .handle import LabHandle
 from .kmemleak import Kmemleak
 
-__all__ = ["running_machines"]
+__all__ = []
 
 _machines = []
 _leaks = {}          # guest name -> Kmemleak, on flavours that have it
-
-
-def running_machines():
-    return [m for m in _machines if m.alive()]
 
 
 def pytest_configure(config):
