@@ -1,15 +1,18 @@
-"""make kernel's glue: fragment checks, flavours and patch failure reports."""
+"""make kernel's glue: fragment checks, flavours, patch failure reports and
+the stamps that skip checkpatch, check-series and the kernel's make when
+nothing they read changed."""
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from dcblab import build
 from dcblab.core import FLAVOURS, DcblabError, UsageError, flavour, paths
 
-pytestmark = pytest.mark.skipif(shutil.which("quilt") is None,
-                                reason="quilt is not installed: run make deps")
+needs_quilt = pytest.mark.skipif(shutil.which("quilt") is None,
+                                 reason="quilt is not installed: run make deps")
 
 
 def test_config_check_names_each_option_kconfig_dropped():
@@ -135,6 +138,7 @@ def _patch(tmp_path, name, before, after):
     return patches
 
 
+@needs_quilt
 def test_patch_that_does_not_apply_names_patch_and_hunk_then_recovers(tmp_path):
     lines = "".join(f"line {i}\n" for i in range(20))
     src = _tree(tmp_path, lines)
@@ -156,6 +160,7 @@ def test_patch_that_does_not_apply_names_patch_and_hunk_then_recovers(tmp_path):
     assert "line 10 patched\n" in (src / "net/a.c").read_text()
 
 
+@needs_quilt
 def test_unchanged_patch_is_not_reapplied_and_keeps_mtime(tmp_path):
     lines = "".join(f"line {i}\n" for i in range(20))
     src = _tree(tmp_path, lines)
@@ -173,3 +178,254 @@ def test_unchanged_patch_is_not_reapplied_and_keeps_mtime(tmp_path):
     build.apply_patches(src, patches, record)
     assert (src / "net/a.c").stat().st_mtime_ns == before
     assert "line 3 patched\n" in (src / "net/a.c").read_text()
+
+
+# --- stamps: checkpatch, check-series and the kernel's make run only when
+# what they read changed.  Fakes stand in for checkpatch.pl, git, tar and
+# the kernel's make; the stamps and their inputs are real files.
+
+class _Tools:
+    """subprocess.run and Popen stand-ins that count what would have run."""
+
+    def __init__(self):
+        self.argvs = []
+        self.checkpatch_out = "total: 0 errors, 0 warnings, 0 checks, 9 lines"
+        self.apply_rc = 0
+        self.make_rc = 0
+
+    def ran(self, what):
+        return sum(1 for argv in self.argvs if what(argv))
+
+    def checkpatch_runs(self):
+        return self.ran(lambda a: a[0].endswith("checkpatch.pl"))
+
+    def apply_checks(self):
+        return self.ran(lambda a: a[:3] == ["git", "apply", "--check"])
+
+    def kernel_makes(self):
+        return self.ran(lambda a: a[0] == "make" and "bzImage" in a)
+
+    def run(self, argv, **kw):
+        self.argvs.append(list(argv))
+        rc, out = 0, ""
+        if argv[0].endswith("checkpatch.pl"):
+            out = self.checkpatch_out
+            rc = 0 if "0 errors, 0 warnings" in out else 1
+        elif argv[:3] == ["git", "apply", "--check"]:
+            rc = self.apply_rc
+        elif argv[1:] == ["--version"]:
+            out = f"{argv[0]} 1.0\n"
+        if kw.get("check") and rc:
+            raise subprocess.CalledProcessError(rc, argv)
+        return subprocess.CompletedProcess(argv, rc, out, "")
+
+    def popen(self, argv, **kw):
+        self.argvs.append(list(argv))
+        obj = next(a for a in argv if a.startswith("O="))[2:]
+        tools = self
+
+        class Done:
+            returncode = tools.make_rc
+
+            def poll(self):
+                return self.returncode
+
+        if self.make_rc == 0:
+            image = Path(obj) / "arch/x86/boot/bzImage"
+            image.parent.mkdir(parents=True, exist_ok=True)
+            image.write_bytes(b"bzImage " + str(len(self.argvs)).encode())
+        return Done()
+
+
+@pytest.fixture
+def tools(tmp_path, monkeypatch):
+    """A BUILD dir with an extracted tree, configured object dirs and a
+    one-patch series, all in tmp_path; the tools are _Tools fakes."""
+    patches = tmp_path / "kernel-patches"
+    patches.mkdir()
+    (patches / "0001-net-x.patch").write_text("Subject: x\n---\n")
+    (patches / "series").write_text("0001-net-x.patch\n")
+    (patches / "lab.config").write_text("CONFIG_NET=y\n")
+    (patches / "debug.config").write_text("CONFIG_KASAN=y\n")
+    tarball = tmp_path / "linux-source-6.1.tar.xz"
+    tarball.write_bytes(b"tarball")
+    monkeypatch.setattr(paths, "PATCH_DIR", patches)
+    monkeypatch.setattr(paths, "KERNEL_TARBALL", tarball)
+    monkeypatch.setenv("BUILD", str(tmp_path / "build"))
+    monkeypatch.delenv("FLAVOUR", raising=False)
+    src = paths.kernel_src()
+    (src / "scripts").mkdir(parents=True)
+    (src / "scripts/checkpatch.pl").write_text("#!/usr/bin/perl\n")
+    (src / ".pc/0001-net-x.patch/net").mkdir(parents=True)
+    (src / ".pc/0001-net-x.patch/net/a.c").write_text("before\n")
+    (src / "net").mkdir()
+    (src / "net/a.c").write_text("patched\n")
+    for name in FLAVOURS:
+        paths.kernel_obj(name).mkdir(parents=True)
+        (paths.kernel_obj(name) / ".config").write_text(f"# {name}\n")
+    fake = _Tools()
+    monkeypatch.setattr(subprocess, "run", fake.run)
+    monkeypatch.setattr(subprocess, "Popen", fake.popen)
+    return fake
+
+
+def test_checkpatch_skips_while_the_series_is_unchanged(tools, capsys):
+    assert build.checkpatch() == 0
+    assert build.checkpatch() == 0
+    assert tools.checkpatch_runs() == 1
+    assert "checkpatch: series unchanged since the last clean run" in \
+        capsys.readouterr().out
+
+
+def test_changed_patch_runs_checkpatch_again_and_is_named(tools, capsys):
+    build.checkpatch()
+    patch = paths.PATCH_DIR / "0001-net-x.patch"
+    patch.write_text(patch.read_text() + "+new line\n")
+    build.checkpatch()
+    assert tools.checkpatch_runs() == 2
+    assert "changed since the last clean run: 0001-net-x.patch" in \
+        capsys.readouterr().out
+
+
+def test_new_checkpatch_pl_runs_checkpatch_again(tools):
+    build.checkpatch()
+    script = paths.kernel_src() / "scripts/checkpatch.pl"
+    script.write_text(script.read_text() + "# a newer checkpatch\n")
+    build.checkpatch()
+    assert tools.checkpatch_runs() == 2
+
+
+def test_failed_checkpatch_leaves_no_stamp_so_the_next_run_repeats(tools):
+    tools.checkpatch_out = "total: 1 errors, 0 warnings, 0 checks, 9 lines"
+    assert build.checkpatch() == 1
+    assert build.checkpatch() == 1
+    assert tools.checkpatch_runs() == 2
+    tools.checkpatch_out = "total: 0 errors, 0 warnings, 0 checks, 9 lines"
+    assert build.checkpatch() == 0
+    assert build.checkpatch() == 0
+    assert tools.checkpatch_runs() == 3
+
+
+def test_force_runs_checkpatch_despite_its_stamp(tools):
+    assert build.main(["checkpatch"]) == 0
+    assert build.main(["checkpatch", "--force"]) == 0
+    assert tools.checkpatch_runs() == 2
+
+
+def test_check_series_skips_until_the_series_file_changes(tools):
+    build.check_series()
+    build.check_series()
+    assert tools.apply_checks() == 1
+    series = paths.PATCH_DIR / "series"
+    series.write_text(series.read_text() + "# reordered later\n")
+    build.check_series()
+    assert tools.apply_checks() == 2
+
+
+def test_failed_check_series_leaves_no_stamp(tools):
+    tools.apply_rc = 1
+    with pytest.raises(build.BuildError, match="git apply --check"):
+        build.check_series()
+    tools.apply_rc = 0
+    build.check_series()
+    assert tools.apply_checks() == 2
+
+
+def test_check_stamps_serve_every_flavour(tools, monkeypatch):
+    build.checkpatch()
+    build.check_series()
+    monkeypatch.setenv("FLAVOUR", "debug")
+    assert build.main(["checkpatch"]) == 0
+    assert build.main(["check-series"]) == 0
+    assert (tools.checkpatch_runs(), tools.apply_checks()) == (1, 1)
+
+
+def test_forget_check_stamps_makes_the_checks_cold_and_keeps_the_kernel(tools):
+    build.checkpatch()
+    build.check_series()
+    build.build_kernel("lab")
+    assert len(build.forget_check_stamps()) == 2
+    build.checkpatch()
+    build.check_series()
+    build.build_kernel("lab")
+    assert (tools.checkpatch_runs(), tools.apply_checks(),
+            tools.kernel_makes()) == (2, 2, 1)
+
+
+def test_kernel_make_is_skipped_when_nothing_changed(tools, capsys):
+    build.build_kernel("lab")
+    build.build_kernel("lab")
+    assert tools.kernel_makes() == 1
+    assert "build: nothing changed since the last build" in \
+        capsys.readouterr().out
+
+
+def test_missing_bzimage_rebuilds_the_kernel(tools):
+    build.build_kernel("lab")
+    paths.bzimage("lab").unlink()
+    build.build_kernel("lab")
+    assert tools.kernel_makes() == 2
+    assert paths.bzimage("lab").exists()
+
+
+def test_bzimage_replaced_since_the_stamp_rebuilds_the_kernel(tools):
+    build.build_kernel("lab")
+    paths.bzimage("lab").write_bytes(b"someone else's kernel")
+    build.build_kernel("lab")
+    assert tools.kernel_makes() == 2
+
+
+@pytest.mark.parametrize("edit", ["0001-net-x.patch", "series", "lab.config"])
+def test_changed_series_or_fragment_rebuilds_the_kernel(tools, edit):
+    build.build_kernel("lab")
+    f = paths.PATCH_DIR / edit
+    f.write_text(f.read_text() + "# edited\n")
+    build.build_kernel("lab")
+    assert tools.kernel_makes() == 2
+
+
+def test_debug_fragment_rebuilds_only_the_debug_kernel(tools):
+    for name in ("lab", "debug"):
+        build.build_kernel(name)
+    (paths.PATCH_DIR / "debug.config").write_text("CONFIG_KASAN=y\n"
+                                                  "CONFIG_UBSAN=y\n")
+    for name in ("lab", "debug"):
+        build.build_kernel(name)
+    built = [next(x for x in a if x.startswith("O=")) for a in tools.argvs
+             if a[0] == "make"]
+    assert built == [f"O={paths.kernel_obj('lab')}"] + \
+        [f"O={paths.kernel_obj('debug')}"] * 2
+
+
+def test_new_kernel_source_or_config_rebuilds_the_kernel(tools):
+    build.build_kernel("lab")
+    paths.KERNEL_TARBALL.write_bytes(b"a new Debian upload")
+    build.build_kernel("lab")
+    (paths.kernel_obj("lab") / ".config").write_text("# menuconfig'd\n")
+    build.build_kernel("lab")
+    assert tools.kernel_makes() == 3
+
+
+def test_file_edited_through_quilt_rebuilds_the_kernel(tools):
+    build.build_kernel("lab")
+    (paths.kernel_src() / "net/a.c").write_text("patched, then edited\n")
+    build.build_kernel("lab")
+    assert tools.kernel_makes() == 2
+
+
+def test_failed_kernel_build_leaves_no_stamp_so_the_next_run_builds(tools):
+    build.build_kernel("lab")
+    (paths.PATCH_DIR / "lab.config").write_text("CONFIG_NET=y\nCONFIG_X=y\n")
+    tools.make_rc = 2
+    with pytest.raises(build.BuildError, match="kernel build failed"):
+        build.build_kernel("lab")
+    tools.make_rc = 0
+    build.build_kernel("lab")
+    build.build_kernel("lab")
+    assert tools.kernel_makes() == 3
+
+
+def test_force_runs_the_kernel_make_despite_its_stamp(tools):
+    build.build_kernel("lab")
+    build.build_kernel("lab", force=True)
+    assert tools.kernel_makes() == 2

@@ -72,18 +72,20 @@ def test_unknown_host_or_link_of_a_running_lab_is_one_line_exit_2(lab, args,
     assert text in _one_line(r)
 
 
-def test_status_of_a_lab_another_process_owns(lab):
-    """The session lab is owned by this pytest process, which holds the
-    guests' agent sockets: status reports it without waiting for them."""
+def test_status_asks_the_guests_of_a_lab_another_process_owns(lab):
+    """The session lab is owned by this pytest process; its keeper holds
+    the guests' agent sockets and serves this pytest and the CLI at once,
+    so status reports each guest's uptime and memory."""
+    lab.h1.run(["true"])  # this process is a client of the keeper too
     r = _dcblab(["status", "--name", lab.name, "-j"])
     assert r.returncode == 0, r.stderr
     (st,) = json.loads(r.stdout)
     assert (st["name"], st["status"], st["owner_pid"], st["backend"]) == \
-        (lab.name, "owned", os.getpid(), "qemu")
+        (lab.name, "up", os.getpid(), "qemu")
     assert {h["host"]: h["state"] for h in st["hosts"]} == \
         {h.name: "running" for h in lab.topology.hosts}
-    # Not asked: the owner holds the agents (None, not a wrong number).
-    assert all(h["uptime_s"] is None for h in st["hosts"])
+    assert all(h["uptime_s"] > 0 and h["mem_used_kib"] > 0
+               for h in st["hosts"]), st["hosts"]
 
 
 def test_pytest_with_an_unknown_flavour_is_one_line_exit_2(pytester,

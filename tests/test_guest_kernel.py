@@ -46,6 +46,23 @@ def test_netprio_tracepoint_is_listed_in_tracefs(guest):
         assert re.search(rf"field:\S+ {fld};", fmt), f"no field {fld}:\n{fmt}"
 
 
+def _cpu_list(n):
+    """/sys/devices/system/cpu/online for CPUs 0..n-1."""
+    return "0" if n == 1 else f"0-{n - 1}"
+
+
+def test_every_host_has_the_topologys_cpus_online(lab):
+    """The topology's cpus reach each guest: without ACPI the kernel counts
+    the processors of SeaBIOS's MP table, one per socket, so a QEMU that
+    gave them as cores of one socket booted guests with 1 CPU."""
+    for host in lab.topology.hosts:
+        g = lab.guest(host.name)
+        nproc = int(g.run(["nproc"]).stdout)
+        online = g.read("/sys/devices/system/cpu/online").strip()
+        assert (host.name, nproc, online) == \
+            (host.name, host.cpus, _cpu_list(host.cpus))
+
+
 def _dummy_with_neighbour(guest, undo, dev, addr, peer):
     guest.run(["ip", "link", "add", dev, "type", "dummy"])
     undo.callback(guest.run, ["ip", "link", "del", dev], check=False)

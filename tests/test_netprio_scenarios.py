@@ -9,7 +9,8 @@ Expected counts come from each scenario's own parameters.
 
 import pytest
 
-from dcblab.scenarios import two_cgroups_at_once
+from dcblab.scenarios import (LINK, RECEIVER, SENDER, Drop, FlowResult,
+                              TwoCgroupsResult, two_cgroups_at_once)
 from dcblab.testing import (NETCLS, NETPRIO, QueueCounter, Sink, TraceCounter,
                             cgroup, flow_of, map_priority, pcap, pcp_counts,
                             pcp_packets, send, traffic_classes)
@@ -99,6 +100,39 @@ def test_two_cgroups_sending_at_once_keep_their_pcp_and_tc(lab):
         assert f.pcp_rx == {prios[f.flow]: per_flow}   # 0 misclassified
         assert f.misclassified == 0
         assert f.traced == per_flow                    # tracepoint agrees
+
+
+def test_lost_frames_are_put_on_the_drop_counter_of_their_stage():
+    """The scenario's loss accounting, from data (no lab): frames missing
+    between the sender's queues and the receiver's flower counters are put
+    on the link counter that moved, a remainder no counter explains is said
+    as such, and the rate leaves the sink's idle wait out."""
+    per_flow, tap_drops, silent = 1000, 30, 5
+    lost = tap_drops + silent
+    prios = {1: 2, 2: 5}
+    flows = tuple(FlowResult(
+        flow=f, cgroup=f"{NETPRIO}/flow{f}", prio=p, map=f"{VLAN_DEV} {p}",
+        sent=per_flow, received=per_flow - (lost if f == 1 else 0),
+        duplicates=0, pcp_rx={p: per_flow - (lost if f == 1 else 0)},
+        traced=per_flow, wire_pcp={}) for f, p in prios.items())
+    drops = (Drop(SENDER, "h1: qdisc drops on eth0", 0, "queues full"),
+             Drop(LINK, "ns: tap h2-eth0 TX dropped", tap_drops, "h2 slow"),
+             Drop(RECEIVER, "h2: priosink socket drops", 0, "sink slow"))
+    send_s, receive_s, wall_s = 1.0, 2.0, 7.0
+    res = TwoCgroupsResult(
+        sender="h1", receiver="h2", vlan_dev=VLAN_DEV, flows=flows,
+        tc_tx={p: per_flow for p in prios.values()},
+        flower_rx={2: per_flow - lost, 5: per_flow}, drops=drops,
+        send_seconds=send_s, receive_seconds=receive_s, wall_seconds=wall_s)
+
+    assert (res.sent, res.lost) == (2 * per_flow, lost)
+    assert [(s.missing, s.counted) for s in res.stages] == \
+        [(0, 0), (lost, tap_drops), (0, 0)]
+    reason = res.loss_reason()
+    assert f"{tap_drops} ns: tap h2-eth0 TX dropped (h2 slow)" in reason
+    assert f"{silent} lost in " in reason and "no drop counter" in reason
+    assert "qdisc" not in reason and "socket" not in reason
+    assert res.rate == res.classified / receive_s
 
 
 # --- 4: SO_PRIORITY -----------------------------------------------------------

@@ -23,9 +23,9 @@ def inner(pytester, monkeypatch):
     def run(name, key):
         pytester.makepyfile(**{f"test_inner_{name}":
                                INNER.format(name=name, key=key)})
-        return pytester.runpytest_subprocess("-p", "dcblab.testing.plugin",
-                                             "-p", "no:cacheprovider",
-                                             timeout=180)
+        return pytester.runpytest_subprocess(
+            "-p", "dcblab.testing.plugin", "-p", "no:cacheprovider",
+            "--artefacts", str(pytester.path / "artefacts"), timeout=180)
     return run
 
 

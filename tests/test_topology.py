@@ -62,10 +62,12 @@ def shipped():
     return load(SHIPPED)
 
 
-def test_shipped_lab_has_two_hosts_of_128_mib_and_2_cpus(shipped):
+def test_shipped_lab_has_two_hosts_of_128_mib_sender_with_2_cpus(shipped):
+    # 2 vCPUs on the sender, 1 on the receiver: chosen by measurement
+    # (see the comment in two-hosts.toml and docs/figures.md).
     assert shipped.name == "two-hosts"
     assert [(h.name, h.index, h.memory_mib, h.cpus) for h in shipped.hosts] \
-        == [("h1", 0, 128, 2), ("h2", 1, 128, 2)]
+        == [("h1", 0, 128, 2), ("h2", 1, 128, 1)]
 
 
 def test_shipped_lab_links_h1_eth0_to_h2_eth0_with_8_queues(shipped):

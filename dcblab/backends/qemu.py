@@ -9,6 +9,7 @@ sockets and logs in a private run directory:
   console.sock the serial console itself, for ``dcblab console``
   qga.sock     qemu-guest-agent's virtio-serial port
   qmp.sock     QMP, for quit and query-status
+  shell.sock   a virtio console (hvc) with a login shell, for ``dcblab shell``
   qemu.log     QEMU's own stdout/stderr
 """
 
@@ -60,7 +61,12 @@ class QemuVm(Machine):
                 # its MP table routes no PCI INTx ("can't find IRQ for PCI
                 # INT A") and two-VM ups with 8-queue NICs then took 3.8 to
                 # 14.8 s instead of 2.5 to 3.0 s.
-                "-accel", accel, "-smp", str(s.cpus), "-m", str(s.memory_mib),
+                # One socket per vCPU: the kernel has no ACPI, and SeaBIOS's
+                # MP table lists one processor per socket, so `-smp 2` (one
+                # socket, two cores) boots a guest with 1 CPU.
+                "-accel", accel,
+                "-smp", f"{s.cpus},sockets={s.cpus},cores=1,threads=1",
+                "-m", str(s.memory_mib),
                 "-kernel", str(s.kernel), "-initrd", str(s.initrd),
                 "-append", " ".join(cmdline),
                 "-chardev", f"socket,id=ser0,path={d}/console.sock,server=on,"
@@ -71,6 +77,12 @@ class QemuVm(Machine):
                 "-device", "virtio-serial-pci,id=vser0",
                 "-device", "virtserialport,bus=vser0.0,chardev=qga0,"
                            "name=org.qemu.guest_agent.0",
+                # A second port on the same bus: a virtio console (hvc) with
+                # a login shell on it, for `dcblab shell`.
+                "-chardev", f"socket,id=sh0,path={d}/shell.sock,server=on,"
+                            "wait=off",
+                "-device", "virtconsole,bus=vser0.0,chardev=sh0,"
+                           "name=org.dcblab.shell.0",
                 "-qmp", f"unix:{d}/qmp.sock,server=on,wait=off",
                 "-device", "virtio-rng-pci"]
         for i, nic in enumerate(s.nics):
@@ -87,7 +99,8 @@ class QemuVm(Machine):
     # --- lifecycle -------------------------------------------------------------
 
     def start(self):
-        for f in ("console.log", "qga.sock", "qmp.sock", "console.sock"):
+        for f in ("console.log", "qga.sock", "qmp.sock", "console.sock",
+                  "shell.sock"):
             (self.rundir / f).unlink(missing_ok=True)
         self.t_start = time.monotonic()
         log = open(self.rundir / "qemu.log", "wb")

@@ -6,8 +6,10 @@ kernel   extract, configure (tinyconfig + the flavour's fragments) and
 series   kernel-patches/series: quilt application that keeps mtimes of
          unchanged files, failed-hunk reports, ``git apply --check``
 checks   fragment parsing and the dropped-option check, checkpatch.pl
+stamps   what lets checkpatch, check-series and the kernel's make run
+         only when their inputs changed
 main     ``python3 -m dcblab.build kernel|patch|checkpatch|check-series
-         [--flavour NAME]``
+         [--flavour NAME] [--force]``
 
 Imports only dcblab.core.
 """
@@ -19,10 +21,11 @@ from .kernel import (build_kernel, build_log, configure, extract,
                      fragment_files)
 from .main import main
 from .series import apply_patches, check_series, failed_hunks, read_series
+from .stamps import forget_check_stamps
 
 __all__ = ["main", "BuildError", "ConfigMismatch",
            "extract", "configure", "build_kernel", "fragment_files",
            "build_log",
            "read_series", "apply_patches", "failed_hunks", "check_series",
            "parse_fragment", "merge_fragments", "check_config",
-           "dropped_options", "checkpatch"]
+           "dropped_options", "checkpatch", "forget_check_stamps"]

@@ -1,5 +1,7 @@
 """Checks of the inputs and outputs: config fragments against the .config
-Kconfig produced, and checkpatch.pl on the series."""
+Kconfig produced, and checkpatch.pl on the series (run only when the
+series, checkpatch.pl or its options changed since its last clean run:
+stamps.py)."""
 
 import os
 import re
@@ -8,14 +10,16 @@ from pathlib import Path
 
 from dcblab.core import paths
 
-from .common import BuildError
-from .series import read_series
+from .common import BuildError, file_sha256, tarball_id
+from .series import read_series, series_digests
+from .stamps import Stamp, check_stamp_path, run_once
 
 __all__ = ["parse_fragment", "merge_fragments", "check_config",
            "dropped_options", "checkpatch"]
 
 _CONFIG_LINE = re.compile(r"^(CONFIG_[A-Za-z0-9_]+)=(\S+)")
 _UNSET_LINE = re.compile(r"^# (CONFIG_[A-Za-z0-9_]+) is not set")
+_CHECKPATCH_OPTIONS = ("--strict", "--color=never")
 
 
 def parse_fragment(text, origin="lab.config"):
@@ -91,17 +95,31 @@ def dropped_options(merged, config_text):
     return out
 
 
-def checkpatch():
-    """checkpatch.pl --strict on every patch of the series; 0 on clean."""
+def checkpatch(force=False):
+    """checkpatch.pl --strict on every patch of the series; 0 on clean.
+
+    Skipped while its stamp holds, unless force.
+    """
     script = paths.kernel_src() / "scripts/checkpatch.pl"
     if not script.exists():
         raise BuildError(f"{script} is missing: run `make kernel` first")
+    # checkpatch.pl reads its word lists from the tree; the tarball's id
+    # stands for them and for the rest of the tree it looks at.
+    stamp = Stamp(check_stamp_path("checkpatch"),
+                  {**series_digests(), "checkpatch.pl": file_sha256(script),
+                   "options": " ".join(_CHECKPATCH_OPTIONS),
+                   "linux-source-6.1": tarball_id()})
+    return run_once("checkpatch", stamp, lambda: _checkpatch(script),
+                    "series unchanged since the last clean run", force)
+
+
+def _checkpatch(script):
     env = dict(os.environ, PATH="/usr/bin:/bin:" + os.environ.get("PATH", ""))
     bad = 0
     for name in read_series():
         # Run from the extracted tree (no .git): checkpatch then skips its
         # git-only SPDX lookup and uses the tree for everything else.
-        r = subprocess.run([str(script), "--strict", "--color=never",
+        r = subprocess.run([str(script), *_CHECKPATCH_OPTIONS,
                             str(paths.PATCH_DIR / name)],
                            cwd=paths.kernel_src(), env=env,
                            capture_output=True, text=True)

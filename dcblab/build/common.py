@@ -47,5 +47,9 @@ def file_sha256(path):
 
 def tarball_id():
     """Size and mtime of the kernel tarball: a new Debian upload changes it."""
-    st = paths.KERNEL_TARBALL.stat()
+    try:
+        st = paths.KERNEL_TARBALL.stat()
+    except FileNotFoundError:
+        raise BuildError(f"{paths.KERNEL_TARBALL} is missing: run `make deps` "
+                         "(Debian package linux-source-6.1)") from None
     return f"{st.st_size}:{int(st.st_mtime)}"

@@ -20,8 +20,14 @@ build    bzImage with LOCALVERSION=-dcblab, objects in the flavour's own
          directory (BUILD/kernel-obj for lab, BUILD/kernel-obj-NAME for the
          others), which also holds the config stamp
          (.dcblab-config-inputs), the merged comment-free fragments
-         merge_config.sh saw (dcblab-fragments.config) and the build log
-         (dcblab-build.log).
+         merge_config.sh saw (dcblab-fragments.config), the build log
+         (dcblab-build.log) and the build stamp (.dcblab-kernel-inputs).
+         The kernel's make, ~15 s even with nothing to do, runs only when
+         the stamp no longer holds: the series, the fragments, .config,
+         the files quilt tracks in the tree, linux-source-6.1, gcc or the
+         make arguments changed, or the bzImage is missing or not the one
+         the last build made.  A file edited in the tree without quilt is
+         not seen: use ``quilt edit`` or ``make kernel FORCE=1``.
 """
 
 import os
@@ -35,6 +41,8 @@ from dcblab.core.flavours import FLAVOURS, flavour
 from .checks import dropped_options, merge_fragments
 from .common import (BuildError, ConfigMismatch, file_sha256, say,
                      tarball_id)
+from .series import quilt_files, series_digests
+from .stamps import Stamp, run_once, tool_version
 
 __all__ = ["extract", "configure", "build_kernel", "fragment_files",
            "build_log"]
@@ -58,10 +66,8 @@ def _config_stamp(flavour_name):
 def extract():
     src = paths.kernel_src()
     stamp = paths.build_dir() / ".extracted"
-    if not paths.KERNEL_TARBALL.exists():
-        raise BuildError(f"{paths.KERNEL_TARBALL} is missing: run `make deps` "
-                         "(Debian package linux-source-6.1)")
-    if src.is_dir() and stamp.exists() and stamp.read_text() == tarball_id():
+    tarball = tarball_id()      # raises, saying what to install, if missing
+    if src.is_dir() and stamp.exists() and stamp.read_text() == tarball:
         say(f"extract: {src} is up to date")
         return
     paths.build_dir().mkdir(parents=True, exist_ok=True)
@@ -77,7 +83,7 @@ def extract():
                    check=True)
     (tmp / "linux-source-6.1").rename(src)
     tmp.rmdir()
-    stamp.write_text(tarball_id())
+    stamp.write_text(tarball)
 
 
 # --- config ----------------------------------------------------------------
@@ -136,8 +142,31 @@ def configure(flavour_name=None):
 
 # --- build -----------------------------------------------------------------
 
-def build_kernel(flavour_name=None):
+def _build_stamp(flavour_name):
+    obj = paths.kernel_obj(flavour_name)
+    src = paths.kernel_src()
+    config = obj / ".config"
+    inputs = {**series_digests(),
+              "linux-source-6.1": tarball_id(),
+              **{f.name: file_sha256(f) for f in fragment_files(flavour_name)},
+              ".config": file_sha256(config) if config.exists() else None,
+              **{f"tree/{f}": file_sha256(src / f) if (src / f).is_file()
+                 else None for f in quilt_files(src)},
+              "gcc": tool_version(["gcc", "--version"]),
+              "make": " ".join(_make_argv(flavour_name, ["bzImage"]))}
+    return Stamp(obj / ".dcblab-kernel-inputs", inputs,
+                 [paths.bzimage(flavour_name)])
+
+
+def build_kernel(flavour_name=None, force=False):
+    """make bzImage in the flavour's object directory, unless its stamp
+    holds (see the module doc) and not force."""
     name = flavour(flavour_name).name
+    run_once("build", _build_stamp(name), lambda: _make_bzimage(name),
+             "nothing changed since the last build", force)
+
+
+def _make_bzimage(name):
     log = build_log(name)
     bzimage = paths.bzimage(name)
     argv = _make_argv(name, [f"-j{os.cpu_count() or 1}", "bzImage"])

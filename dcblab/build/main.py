@@ -25,13 +25,16 @@ def main(argv=None):
     ap.add_argument("--flavour", metavar="NAME",
                     help=f"kernel flavour: {', '.join(FLAVOURS)} (default: "
                          f"$FLAVOUR, else {DEFAULT})")
+    ap.add_argument("--force", action="store_true",
+                    help="run checkpatch, check-series or the kernel's make "
+                         "even if nothing changed since its last clean run")
     args = ap.parse_args(argv)
     try:
         name = flavour(args.flavour).name
         if args.what == "checkpatch":
-            return checkpatch()
+            return checkpatch(args.force)
         if args.what == "check-series":
-            return check_series()
+            return check_series(args.force)
         t0 = time.monotonic()
         with Step("extract"):
             kernel.extract()
@@ -42,7 +45,7 @@ def main(argv=None):
         with Step("config"):
             kernel.configure(name)
         with Step("build"):
-            kernel.build_kernel(name)
+            kernel.build_kernel(name, args.force)
         say(f"kernel ready in {time.monotonic() - t0:.1f}s: "
             f"{paths.bzimage(name)}")
         return 0

@@ -5,6 +5,9 @@ from the first changed one on, patches are popped and pushed again, and
 files whose content came out the same get their old mtime back, so make
 rebuilds only what changed (in every flavour's object directory: the
 patched source tree is shared).
+
+``check_series`` runs only when the series, linux-source-6.1 or git
+changed since its last clean run (stamps.py).
 """
 
 import json
@@ -16,9 +19,11 @@ from pathlib import Path
 
 from dcblab.core import paths
 
-from .common import BuildError, file_sha256, say
+from .common import BuildError, file_sha256, say, tarball_id
+from .stamps import Stamp, check_stamp_path, run_once, tool_version
 
-__all__ = ["read_series", "apply_patches", "failed_hunks", "check_series"]
+__all__ = ["read_series", "series_digests", "quilt_files", "apply_patches",
+           "failed_hunks", "check_series"]
 
 
 def read_series(patch_dir=None):
@@ -35,6 +40,27 @@ def read_series(patch_dir=None):
             raise BuildError(f"{series}: patch {name!r} is listed but "
                              f"{patch_dir / name} does not exist")
     return names
+
+
+def series_digests(patch_dir=None):
+    """{file name: sha256} of the series file and of every patch it lists:
+    the part of a stamp that says which series a step saw."""
+    patch_dir = Path(patch_dir or paths.PATCH_DIR)
+    names = ["series", *read_series(patch_dir)]
+    return {n: file_sha256(patch_dir / n) for n in names}
+
+
+def quilt_files(src=None):
+    """Files of the tree quilt keeps a backup of: those the applied patches
+    touch and those added with ``quilt edit``, sorted."""
+    pc = Path(src or paths.kernel_src()) / ".pc"
+    files = set()
+    if pc.is_dir():
+        for top in pc.iterdir():
+            if top.is_dir():
+                files |= {str(f.relative_to(top)) for f in top.rglob("*")
+                          if f.is_file() and f.name != ".timestamp"}
+    return sorted(files)
 
 
 def _patch_files(patch_text):
@@ -155,13 +181,22 @@ def _push_failure(name, patch_dir, result, n_done, n_want):
     return "\n".join(lines)
 
 
-def check_series():
+def check_series(force=False):
     """git apply --check of the series, in order, on a fresh extract.
 
     Only the files the series touches are extracted (into a temporary
     directory), so this checks the patches against pristine
     linux-source-6.1 independently of the quilt-managed build tree.
+    Skipped while its stamp holds, unless force.
     """
+    stamp = Stamp(check_stamp_path("check-series"),
+                  {**series_digests(), "linux-source-6.1": tarball_id(),
+                   "git": tool_version(["git", "--version"])})
+    return run_once("check-series", stamp, _check_series,
+                    "series unchanged since the last clean run", force)
+
+
+def _check_series():
     names = read_series()
     texts = [(n, (paths.PATCH_DIR / n).read_text(errors="replace"))
              for n in names]

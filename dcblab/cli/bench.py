@@ -1,22 +1,32 @@
 """`dcblab bench`: measured figures, printed as a table (never asserted)."""
 
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
+from ..build import forget_check_stamps
 from ..backends import QemuVm, VmSpec, choose_accel
 from ..core import paths, proc
-from ..core.errors import DcblabError
+from ..core.errors import DcblabError, UsageError
 from ..lab import Lab, leftovers
 from ..scenarios import two_cgroups_at_once
 from ..testing import LabHandle
 from ..topology import load
 from .common import need_images, say, sigterm_as_exit
 
-__all__ = ["add_parsers", "bench"]
+__all__ = ["add_parsers", "bench", "topology_with_cpus"]
+
+# Where `make test`'s output turns from the checks to pytest: make echoes
+# the recipe line that runs it.
+_PYTEST_STARTS = re.compile(r"-m pytest\b|test session starts")
+_PYTEST_SUMMARY = re.compile(r"^=+ (.*\b(passed|failed|error|errors|skipped)"
+                             r"\b.*) =+$")
+_TABLE_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
 
 
 class BenchError(DcblabError):
@@ -53,7 +63,7 @@ def _one_vm_boots(n, accel):
 
 
 def _first_cycle(lab, args):
-    """Figures measured once, on the first lab up: exec, memory, rate."""
+    """Figures measured once, on the first lab up: exec, memory."""
     h1 = lab.h1
     execs = []
     for _ in range(args.execs):
@@ -63,32 +73,29 @@ def _first_cycle(lab, args):
     mem = [proc.meminfo_used_kib(g.read("/proc/meminfo"))
            for g in lab.guests.values()]
     rss = [proc.rss_kib(m.pid) for m in lab.lab.machines.values()]
-    say(f"bench: {args.frames} frames from two cgroups")
-    result = two_cgroups_at_once(lab, per_flow=args.frames // 2)
-    return execs, mem, rss, result
+    return execs, mem, rss, _cli_execs(lab.name, args.cli_execs)
 
 
-def bench(args):
-    accel = choose_accel(paths.bzimage(), paths.initramfs())
+def _cli_execs(name, n):
+    """Wall times of `dcblab exec h1 -- true` from a shell, and of a bare
+    `python3 -c pass` measured in turn (the interpreter's own start)."""
+    dcblab = [sys.executable, str(paths.ROOT / "bin" / "dcblab"), "exec",
+              "--name", name, "h1", "--", "true"]
+    bare = [sys.executable, "-c", "pass"]
+    cli, py = [], []
+    for _ in range(n):
+        for argv, times in ((dcblab, cli), (bare, py)):
+            t = time.monotonic()
+            subprocess.run(argv, check=True, stdin=subprocess.DEVNULL)
+            times.append(time.monotonic() - t)
+    return cli, py
+
+
+def _cycles(topo, args, accel):
+    """Two-VM up/down cycles of the shipped topology; rows."""
     med = statistics.median
-    rows = []
-    if not args.no_cold_build:
-        say("bench: cold kernel build in a fresh BUILD dir (minutes) ...")
-        rows.append(("cold kernel build", f"{_cold_build_seconds():.1f} s",
-                     f"extract+patch+config+bzImage, -j{os.cpu_count()}"))
-
-    inits, guests, readies = _one_vm_boots(args.boots, accel)
-    rows += [
-        ("QEMU start -> init reached", f"{med(inits):.2f} s",
-         f"one VM, median of {args.boots}, host clock to console line"),
-        ("  same, guest uptime", f"{med(guests):.2f} s",
-         "printk timestamp of init's first line"),
-        ("QEMU start -> guest ready", f"{med(readies):.2f} s",
-         "one VM, agent answers guest-sync"),
-    ]
-
-    topo = load(paths.default_topology())
     ups, leaks, cycle_s = [], 0, []
+    execs, cli, py = [], [], []
     for i in range(args.cycles):
         say(f"bench: two-VM up/down cycle {i + 1}/{args.cycles}")
         lab = Lab(topo, f"bench-{os.getpid()}")
@@ -96,7 +103,8 @@ def bench(args):
         try:
             ups.append(lab.up(owner_pid=os.getpid(), accel=accel)["total"])
             if i == 0:
-                execs, mem, rss, result = _first_cycle(LabHandle(lab), args)
+                execs, mem, rss, (cli, py) = _first_cycle(LabHandle(lab),
+                                                          args)
         finally:
             lab.down()
         cycle_s.append(time.monotonic() - t0)
@@ -105,32 +113,256 @@ def bench(args):
             leaks += 1
             say(f"bench: cycle {i + 1} left {', '.join(left)}")
     host = topo.hosts[0]
-    flows = result.flows
-    rows += [
+    rows = [
         ("up -> both ready (two-hosts)", f"{med(ups):.2f} s",
-         f"median of {len(ups)} ups: wire, 2 boots, agents, baseline"),
-        ("exec round trip", f"{med(execs) * 1000:.1f} ms",
-         f"median of {len(execs)} guest-exec of `true` on h1"),
+         f"median of {len(ups)} ups: wire, 2 boots, agents, baseline")]
+    if execs:
+        rows.append(("exec round trip", f"{med(execs) * 1000:.1f} ms",
+                     f"median of {len(execs)} guest-exec of `true` on h1, "
+                     "in-process, through the lab's keeper (goal <= 20 ms)"))
+    if cli:
+        rows.append(("`dcblab exec h1 -- true`", f"{med(cli) * 1000:.0f} ms",
+                     f"median of {len(cli)} from a shell: interpreter, "
+                     "keeper, dcblab-run, output files (goal <= 150 ms)"))
+        rows.append(("bare `python3 -c pass`", f"{med(py) * 1000:.0f} ms",
+                     f"median of {len(py)}, timed in turn with the above"))
+    rows += [
         ("guest RAM configured", f"{host.memory_mib} MiB", "per VM, topology"),
         ("guest RAM in use", f"{max(mem) // 1024} MiB",
          "max over VMs of MemTotal - MemAvailable after baseline"),
         ("QEMU RSS on the host", f"{max(rss) // 1024} MiB",
          "max over VMs, VmRSS after baseline"),
-        ("classified frames/s", f"{result.rate:.0f}",
-         f"h1 -> h2, {args.frames} UDP frames from 2 cgroups at once, "
-         "counted by priosink"),
-        ("misclassified", f"{sum(f.misclassified for f in flows)}",
-         f"of {sum(f.received for f in flows)} received "
-         f"({sum(f.lost for f in flows)} lost)"),
         ("up/down cycle", f"{med(cycle_s):.2f} s",
          f"median of {len(cycle_s)} cycles"),
         ("cycles that leaked", f"{leaks}",
          f"of {args.cycles}: qemu, netns or run dir left after down"),
     ]
-    say(f"\n{'figure':<32} {'value':>10}  how measured ({accel}, "
-        f"{os.cpu_count()} host cores)")
+    return rows
+
+
+# --- the two-cgroup rate per vCPU count --------------------------------------
+
+def topology_with_cpus(text, cpus, path="topology"):
+    """TOML text of a topology with each host's ``cpus`` set from cpus
+    ({host: n}): the key is replaced (or added) in the host's own table,
+    everything else, comments included, is left as it was."""
+    out, host, header, seen = [], None, 0, set()
+
+    def close_table():
+        # A host table without a cpus key gets one under its header.
+        if host in cpus and host not in seen:
+            out.insert(header + 1, f"cpus = {cpus[host]}")
+            seen.add(host)
+
+    for line in text.splitlines():
+        m = _TABLE_HEADER.match(line)
+        if m:
+            close_table()
+            parts = [p.strip().strip('"') for p in m.group(1).split(".")]
+            host = parts[1] if len(parts) == 2 and parts[0] == "hosts" \
+                and not line.lstrip().startswith("[[") else None
+            header = len(out)
+        elif host in cpus and re.match(r"\s*cpus\s*=", line):
+            line = f"cpus = {cpus[host]}"
+            seen.add(host)
+        out.append(line)
+    close_table()
+    unknown = sorted(set(cpus) - seen)
+    if unknown:
+        raise UsageError(f"{path}: no [hosts.{unknown[0]}] table to set "
+                         "cpus in")
+    return "\n".join(out) + "\n"
+
+
+def _vcpu_configs(topo, specs):
+    """[{host: cpus}] from --vcpus words: "2" (every host) or "2,1" (one
+    count per host, in the topology's order); the shipped counts are
+    added when they are not among them."""
+    names = [h.name for h in topo.hosts]
+    configs = []
+    for spec in specs:
+        try:
+            counts = [int(x) for x in spec.split(",")]
+        except ValueError:
+            counts = []
+        if len(counts) == 1:
+            counts *= len(names)
+        if len(counts) != len(names) or not all(1 <= c <= 8 for c in counts):
+            raise UsageError(f"--vcpus {spec!r}: want N or one count per host "
+                             f"({','.join(names)}), each 1..8")
+        configs.append(dict(zip(names, counts)))
+    shipped = {h.name: h.cpus for h in topo.hosts}
+    if shipped not in configs:
+        configs.append(shipped)
+    return configs, shipped
+
+
+def _label(cpus):
+    return ",".join(str(n) for n in cpus.values())
+
+
+def _derived_topology(topo, cpus, workdir):
+    """The shipped topology with these vCPU counts, as a file (a lab copies
+    its topology file) in workdir, loaded and checked."""
+    src = Path(topo.path)
+    counts = _label(cpus).replace(",", "-")
+    tmp = Path(workdir) / f"{src.stem}-vcpus-{counts}{src.suffix}"
+    tmp.write_text(topology_with_cpus(src.read_text(), cpus, str(src)))
+    derived = load(tmp)
+    got = {h.name: h.cpus for h in derived.hosts}
+    if got != cpus:
+        raise BenchError(f"{tmp}: derived topology has vCPUs {got}, "
+                         f"wanted {cpus}")
+    return derived
+
+
+def _rate_run(topo, args, accel):
+    """One lab up with topo, one two-cgroup run, down: (result, number of
+    other QEMU processes on the host while it ran)."""
+    lab = Lab(topo, f"bench-rate-{os.getpid()}")
+    try:
+        lab.up(owner_pid=os.getpid(), accel=accel)
+        handle = LabHandle(lab)
+        want = {h.name: h.cpus for h in topo.hosts}
+        online = {n: int(g.run(["nproc"]).stdout)
+                  for n, g in handle.guests.items()}
+        if online != want:
+            raise BenchError(f"lab with vCPUs {want}: guests report {online} "
+                             "CPUs online")
+        ours = {m.pid for m in lab.machines.values()}
+        others = len(set(proc.pids_with_tag("qemu-system")) - ours)
+        result = two_cgroups_at_once(handle, per_flow=args.frames // 2)
+        others = max(others, len(set(proc.pids_with_tag("qemu-system"))
+                                 - ours))
+    finally:
+        lab.down()
+    return result, others
+
+
+def _rate_rows(topo, args, accel):
+    """The two-cgroup rate and loss per vCPU setting. Each round boots
+    every setting once, in turn, so load from other work on the host falls
+    on all settings alike rather than on whichever ran last."""
+    configs, shipped = _vcpu_configs(topo, args.vcpus)
+    hosts = ",".join(h.name for h in topo.hosts)
+    runs = {_label(c): [] for c in configs}
+    others = []
+    with tempfile.TemporaryDirectory(prefix="dcblab-bench-topo-") as d:
+        derived = {_label(c): _derived_topology(topo, c, d) for c in configs}
+        for i in range(args.rate_runs):
+            for label, t in derived.items():
+                say(f"bench: vCPUs {hosts}={label}: {args.frames} frames "
+                    f"from two cgroups, round {i + 1}/{args.rate_runs}")
+                result, n = _rate_run(t, args, accel)
+                runs[label].append(result)
+                others.append(n)
+    rows = []
+    for cpus in configs:
+        results = runs[_label(cpus)]
+        rates = [r.rate for r in results]
+        lost = [r.lost for r in results]
+        sent = sum(r.sent for r in results)
+        mark = " (shipped)" if cpus == shipped else ""
+        rows.append(
+            (f"frames/s, vCPUs {hosts}={_label(cpus)}{mark}",
+             f"{statistics.median(rates):.0f}",
+             f"median of {len(rates)} runs ({min(rates):.0f}.."
+             f"{max(rates):.0f}), {args.frames} frames each: classified / "
+             "(sink start to last frame, or send time if longer)"))
+        misc = sum(f.misclassified for r in results for f in r.flows)
+        rows.append(
+            ("  lost", f"{sum(lost)}",
+             f"of {sent} sent ({sum(lost) / sent:.2%}; per run "
+             f"{', '.join(map(str, lost))}); {misc} misclassified"))
+        worst = max(results, key=lambda r: r.lost)
+        if worst.lost:
+            rows.append(("  where (worst run)", "", worst.loss_reason()))
+    rows.append(("  other QEMUs during these runs",
+                 f"{min(others)}..{max(others)}",
+                 "processes of other labs, sampled before and after each "
+                 "run"))
+    return rows
+
+
+# --- make test, warm and with the check stamps forgotten ---------------------
+
+def _make_test():
+    """`make test` in the tree: (seconds before pytest, seconds of pytest,
+    pytest's summary line, exit code)."""
+    t0 = time.monotonic()
+    t_pytest, summary = None, ""
+    p = subprocess.Popen(["make", "-C", str(paths.ROOT), "test"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, bufsize=1)
+    with p:
+        for line in p.stdout:
+            if t_pytest is None and _PYTEST_STARTS.search(line):
+                t_pytest = time.monotonic()
+            m = _PYTEST_SUMMARY.match(line.strip())
+            if m:
+                summary = m.group(1)
+    t_end = time.monotonic()
+    if t_pytest is None:
+        t_pytest = t_end
+    return t_pytest - t0, t_end - t_pytest, summary, p.returncode
+
+
+def _suite_rows():
+    """`make test` twice: first with the checkpatch/series stamps forgotten
+    (the checks run), then warm (that run left the stamps and the kernel is
+    built: nothing to rebuild or re-check)."""
+    rows = []
+    runs = (("cold checks make test", "checkpatch/series stamps forgotten "
+             "first", "checks run again"),
+            ("warm make test", "nothing to rebuild or re-check",
+             "make deps, kernel, image, tools-check, checks skipped"))
+    forget_check_stamps()
+    for name, how, before_how in runs:
+        say(f"bench: {name} ...")
+        before, pytest_s, summary, rc = _make_test()
+        status = f"; exit {rc}" if rc else ""
+        rows += [
+            (name, f"{before + pytest_s:.1f} s", f"{how}{status}"),
+            ("  before pytest", f"{before:.1f} s", before_how),
+            ("  pytest", f"{pytest_s:.1f} s", summary or "no summary line"),
+        ]
+    return rows
+
+
+def bench(args):
+    accel = choose_accel(paths.bzimage(), paths.initramfs())
+    med = statistics.median
+    others = len(proc.pids_with_tag("qemu-system"))
+    say(f"bench: {others} other QEMU process(es) running as it starts; "
+        "figures move with what else runs")
+    rows = []
+    if not args.no_cold_build:
+        say("bench: cold kernel build in a fresh BUILD dir (minutes) ...")
+        rows.append(("cold kernel build", f"{_cold_build_seconds():.1f} s",
+                     f"extract+patch+config+bzImage, -j{os.cpu_count()}"))
+
+    if args.boots:
+        inits, guests, readies = _one_vm_boots(args.boots, accel)
+        rows += [
+            ("QEMU start -> init reached", f"{med(inits):.2f} s",
+             f"one VM, median of {args.boots}, host clock to console line"),
+            ("  same, guest uptime", f"{med(guests):.2f} s",
+             "printk timestamp of init's first line"),
+            ("QEMU start -> guest ready", f"{med(readies):.2f} s",
+             "one VM, agent answers guest-sync"),
+        ]
+
+    topo = load(paths.default_topology())
+    if args.cycles:
+        rows += _cycles(topo, args, accel)
+    if args.rate_runs:
+        rows += _rate_rows(topo, args, accel)
+    if args.suite:
+        rows += _suite_rows()
+    say(f"\n{'figure':<36} {'value':>10}  how measured ({accel}, "
+        f"{os.cpu_count()} host cores, {others} other QEMU at start)")
     for k, v, how in rows:
-        say(f"{k:<32} {v:>10}  {how}")
+        say(f"{k:<36} {v:>10}  {how}")
     return 0
 
 
@@ -141,15 +373,29 @@ def cmd_bench(args):
 
 
 def add_parsers(sub):
-    p = sub.add_parser("bench", help="measure build, boot and lab figures")
+    p = sub.add_parser("bench", help="measure build, boot, lab, scenario "
+                                     "and suite figures")
     p.add_argument("--boots", type=int, default=5,
-                   help="single-VM boots to time (default 5)")
+                   help="single-VM boots to time (default 5; 0 skips)")
     p.add_argument("--cycles", type=int, default=20,
-                   help="two-VM up/down cycles (default 20)")
+                   help="two-VM up/down cycles (default 20; 0 skips)")
     p.add_argument("--execs", type=int, default=200,
                    help="guest-exec round trips to time (default 200)")
+    p.add_argument("--cli-execs", type=int, default=20,
+                   help="`dcblab exec` runs from a shell to time (default "
+                        "20)")
     p.add_argument("--frames", type=int, default=100_000,
-                   help="frames of the classification run (default 10^5)")
+                   help="frames of each classification run (default 10^5)")
+    p.add_argument("--vcpus", nargs="+", default=["1", "2"], metavar="N[,N]",
+                   help="vCPUs of the classification labs: N for every "
+                        "host, or one count per host in topology order "
+                        "(default: 1 and 2; the shipped counts are added)")
+    p.add_argument("--rate-runs", type=int, default=3,
+                   help="classification runs per vCPU setting (default 3; "
+                        "0 skips)")
+    p.add_argument("--no-suite", dest="suite", action="store_false",
+                   help="skip the warm and cold-check `make test` runs "
+                        "(minutes; each boots a lab)")
     p.add_argument("--no-cold-build", action="store_true",
                    help="skip the cold kernel build (minutes)")
     p.set_defaults(func=cmd_bench)

@@ -1,19 +1,26 @@
 """What every command module shares: output, lab lookup, signals."""
 
 import signal
+import sys
 
-from ..core import paths
 from ..core.errors import UsageError
-from ..lab import LabError, list_labs
+from ..lab import LabError, check_name, list_labs
 
-__all__ = ["say", "lab_name", "need_images", "sigterm_as_exit", "named"]
+__all__ = ["say", "note", "lab_name", "need_images", "sigterm_as_exit",
+           "named"]
 
 
 def say(msg):
     print(msg, flush=True)
 
 
+def note(msg):
+    """Progress that must not mix with data on stdout."""
+    print(msg, file=sys.stderr, flush=True)
+
+
 def need_images():
+    from ..core import paths  # not at import: `dcblab exec` does without
     paths.check_images()
 
 
@@ -26,8 +33,8 @@ def sigterm_as_exit():
 
 def lab_name(args):
     """--name, or the only lab up; a one-line error otherwise."""
-    if args.name:
-        return args.name
+    if args.name is not None:
+        return check_name(args.name)
     labs = list_labs()
     if len(labs) == 1:
         return labs[0]

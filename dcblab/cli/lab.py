@@ -1,4 +1,4 @@
-"""Lab lifecycle commands: up, status, down, reap."""
+"""Lab lifecycle commands: up, status, down, restart, reap."""
 
 import json
 
@@ -6,9 +6,10 @@ from ..backends import DEFAULT as DEFAULT_BACKEND
 from ..backends import names as backend_names
 from ..core import paths, proc
 from ..guest import AgentError
-from ..lab import Lab, list_labs, reap
+from ..lab import Lab, LabError, list_labs, reap
 from ..topology import load
-from .common import lab_name, named, need_images, say, sigterm_as_exit
+from .common import (lab_name, named, need_images, note, say,
+                     sigterm_as_exit)
 
 __all__ = ["add_parsers"]
 
@@ -18,14 +19,18 @@ def cmd_up(args):
     need_images()
     sigterm_as_exit()
     lab = Lab(topo, args.name, backend=args.backend)
-    say(f"dcblab up: lab {lab.name} from {args.topology} "
-        f"({len(topo.hosts)} hosts, {len(topo.links)} links)")
-    timings = lab.up(owner_pid=None, progress=say)
+    links = len(topo.links)
+    # With -j, stdout carries the JSON only: progress goes to stderr.
+    log = note if args.json else say
+    log(f"dcblab up: lab {lab.name} from {args.topology} "
+        f"({len(topo.hosts)} host{'s' if len(topo.hosts) != 1 else ''}, "
+        f"{links} link{'s' if links != 1 else ''})")
+    timings = lab.up(owner_pid=None, progress=log)
     if args.json:
         print(json.dumps({"name": lab.name, "run_id": lab.run_id,
                           "timings": timings}))
-    say(f"dcblab up: lab {lab.name} ready in {timings['total']:.2f}s; "
-        f"`dcblab exec --name {lab.name} h1 -- ip -br addr`, "
+    log(f"dcblab up: lab {lab.name} ready in {timings['total']:.2f}s; "
+        f"`dcblab shell --name {lab.name} h1`, "
         f"`dcblab down --name {lab.name}`")
     return 0
 
@@ -36,7 +41,7 @@ def _ask_guest(machine, entry):
         entry["uptime_s"] = float(uptime.split()[0])
         entry["mem_used_kib"] = proc.meminfo_used_kib(
             machine.agent.read_file("/proc/meminfo").decode())
-    except (AgentError, KeyError, ValueError, IndexError) as e:
+    except (AgentError, LabError, KeyError, ValueError, IndexError) as e:
         entry["state"] = f"running (agent: {e})"
     finally:
         machine.agent.close()
@@ -45,31 +50,39 @@ def _ask_guest(machine, entry):
 def _lab_status(name, quick):
     lab = Lab.attach(name)
     state = lab.state
+    keeper = state.get("keeper_pid")
+    kept = bool(keeper) and proc.alive(keeper, state.get("keeper_start"))
     owner = state.get("owner_pid")
-    # A guest's agent socket takes one client: while the owner (a pytest
-    # session, a demo) holds it, asking would wait for the owner to let go.
-    owned = owner is not None and proc.alive(owner, state.get("owner_start"))
     hosts = []
     for hname, m in lab.machines.items():
         host = lab.topology.host(hname)
-        entry = {"host": hname, "pid": m.pid,
-                 "state": "running" if m.alive() else "gone",
+        recorded = state["hosts"][hname]
+        st = recorded.get("state", "running")
+        if st == "running" and not proc.running(m.pid):
+            st = "gone"
+        entry = {"host": hname, "pid": m.pid, "state": st,
                  "memory_mib": host.memory_mib, "cpus": host.cpus,
                  "uptime_s": None, "mem_used_kib": None}
-        if entry["state"] == "running" and not quick and not owned:
+        if st == "gone":
+            entry["rc"] = recorded.get("rc")
+            entry["log"] = recorded.get("log", str(m.log_path()))
+            entry["console_tail"] = m.console.tail(5)
+        elif st == "running" and kept and not quick:
             _ask_guest(m, entry)
         hosts.append(entry)
     links = [{"link": lk.name, "a": f"{lk.a.host}:{lk.a.name}",
               "b": f"{lk.b.host}:{lk.b.name}", "queues": lk.queues}
              for lk in lab.topology.links]
-    return {"name": name, "run_id": lab.run_id, "status": state["status"],
-            "owner_pid": owner if owned else None,
+    return {"name": name, "run_id": lab.run_id,
+            "status": state["status"] if kept else "keeper gone",
+            "keeper_pid": keeper if kept else None,
+            "owner_pid": owner, "source": state.get("source"),
             "backend": lab.backend.name, "flavour": lab.flavour.name,
             "netns": lab.wire.netns, "hosts": hosts, "links": links}
 
 
 def cmd_status(args):
-    names = [args.name] if args.name else list_labs()
+    names = [args.name] if args.name is not None else list_labs()
     out = [_lab_status(name, args.quick) for name in names]
     if args.json:
         print(json.dumps(out, indent=1))
@@ -77,22 +90,33 @@ def cmd_status(args):
     if not out:
         say("no lab is up")
     for lab in out:
-        owner = (f", owned by pid {lab['owner_pid']}: guests not asked"
-                 if lab["owner_pid"] else "")
+        owner = f", owned by pid {lab['owner_pid']}" if lab["owner_pid"] \
+            else ""
         say(f"lab {lab['name']} (run {lab['run_id']}, {lab['status']}, "
-            f"netns {lab['netns']}, {lab['backend']} backend, "
-            f"{lab['flavour']} kernel{owner})")
-        say(f"  {'host':<6} {'pid':>7} {'state':<10} {'uptime':>8} "
-            f"{'mem used':>10} {'configured':>11}")
+            f"keeper pid {lab['keeper_pid'] or '-'}{owner}, netns "
+            f"{lab['netns']}, {lab['backend']} backend, {lab['flavour']} "
+            "kernel)")
+        if lab["keeper_pid"] is None:
+            say("  its keeper died: `dcblab reap` removes what it left")
+        say(f"  {'host':<6} {'pid':>7} {'state':<10} {'vCPUs':>5} "
+            f"{'uptime':>8} {'mem used':>10} {'configured':>11}")
         for h in lab["hosts"]:
             up = f"{h['uptime_s']:.1f}s" if h["uptime_s"] is not None else "-"
             mem = (f"{h['mem_used_kib'] // 1024} MiB"
                    if h["mem_used_kib"] is not None else "-")
             say(f"  {h['host']:<6} {h['pid'] or '-':>7} {h['state']:<10} "
-                f"{up:>8} {mem:>10} {h['memory_mib']:>7} MiB")
+                f"{h['cpus']:>5} {up:>8} {mem:>10} {h['memory_mib']:>7} MiB")
         for lk in lab["links"]:
             say(f"  link {lk['link']}: {lk['a']} <-> {lk['b']}, "
-                f"{lk['queues']} queue(s)")
+                f"{lk['queues']} queue{'s' if lk['queues'] != 1 else ''}")
+        for h in lab["hosts"]:
+            if h["state"] == "gone":
+                say(f"  {h['host']} is gone (QEMU rc {h.get('rc')}): "
+                    f"{h['log']}; `dcblab restart --name {lab['name']} "
+                    f"{h['host']}` starts it again; its console's last "
+                    "lines:")
+                for line in h["console_tail"].splitlines():
+                    say(f"    {line}")
     return 0
 
 
@@ -100,6 +124,15 @@ def cmd_down(args):
     lab = Lab.attach(lab_name(args))
     lab.down()
     say(f"dcblab down: lab {lab.name} stopped, netns and run dir removed")
+    return 0
+
+
+def cmd_restart(args):
+    lab = Lab.attach(lab_name(args))
+    say(f"dcblab restart: {args.host} of lab {lab.name}")
+    t = lab.restart(args.host)
+    say(f"dcblab restart: {args.host} ready in {t['ready']:.2f}s (init "
+        f"{t['init']:.2f}s, agent {t['agent']:.2f}s), baseline applied")
     return 0
 
 
@@ -117,7 +150,8 @@ def add_parsers(sub):
     p.add_argument("--backend", default=DEFAULT_BACKEND,
                    choices=backend_names(),
                    help=f"how guests run (default {DEFAULT_BACKEND})")
-    p.add_argument("-j", "--json", action="store_true", help="JSON timings")
+    p.add_argument("-j", "--json", action="store_true",
+                   help="JSON timings on stdout (progress on stderr)")
     p.set_defaults(func=cmd_up)
     p = named(sub.add_parser("status", help="hosts, pids, state, uptime, "
                                             "memory"))
@@ -128,5 +162,10 @@ def add_parsers(sub):
     p = named(sub.add_parser("down", help="stop a lab, remove its netns and "
                                           "run dir"))
     p.set_defaults(func=cmd_down)
-    p = sub.add_parser("reap", help="remove labs whose owner died (by run id)")
+    p = named(sub.add_parser("restart", help="stop and start one host "
+                                             "(baseline applied again)"))
+    p.add_argument("host")
+    p.set_defaults(func=cmd_restart)
+    p = sub.add_parser("reap", help="remove labs whose keeper died (by run "
+                                    "id)")
     p.set_defaults(func=cmd_reap)

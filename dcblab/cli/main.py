@@ -1,28 +1,54 @@
 """bin/dcblab: the argument parser and the one error handler."""
 
 import argparse
+import importlib
 import sys
 
 from ..core.errors import DcblabError
-from . import bench, demo, guest, lab, wire
 
-__all__ = ["main"]
+__all__ = ["main", "parser"]
 
-_GROUPS = (lab, guest, wire, demo, bench)
+# Command -> the module of its group. A command imports only its own
+# group (`dcblab exec` does not load bench, demo and the build code);
+# `dcblab -h` and unknown commands load them all.
+_GROUPS = {
+    "lab": ("up", "status", "down", "restart", "reap"),
+    "guest": ("exec", "shell", "console", "logs", "cp", "reset", "pcp"),
+    "wire": ("capture",),
+    "demo": ("demo",),
+    "bench": ("bench",),
+}
 
 
-def parser():
+def parser(command=None):
+    """The argument parser; with COMMAND, only its group's commands."""
     ap = argparse.ArgumentParser(
         prog="dcblab",
         description="A QEMU lab for DCB priorities and the network cgroups.")
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
-    for group in _GROUPS:
-        group.add_parsers(sub)
+    groups = [g for g, cmds in _GROUPS.items() if command in cmds] or \
+        list(_GROUPS)
+    for group in groups:
+        importlib.import_module(f"{__package__}.{group}").add_parsers(sub)
     return ap
 
 
+def parse(argv):
+    """Options may come anywhere before `--`; what follows it is the
+    guest command of `exec` (never parsed as dcblab options)."""
+    ap = parser(argv[0] if argv else None)
+    if "--" not in argv:
+        return ap.parse_args(argv)
+    i = argv.index("--")
+    args = ap.parse_args(argv[:i])
+    if not hasattr(args, "argv"):
+        ap.error(f"{args.cmd} takes no command after --")
+    args.argv = list(args.argv or []) + argv[i + 1:]
+    return args
+
+
 def main(argv=None):
-    args = parser().parse_args(argv)
+    args = parse(sys.argv[1:] if argv is None else list(argv))
     try:
         return args.func(args)
     except DcblabError as e:

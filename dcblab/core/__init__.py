@@ -1,12 +1,15 @@
 """What every layer stands on: errors, host commands, paths, flavours, /proc.
 
-Nothing here imports another dcblab package.
+Nothing here imports another dcblab package. Names are imported on first
+use (see lazy.py).
 """
 
-from . import paths, proc
-from .cmd import CmdError, run
-from .errors import DcblabError, ScenarioError, UsageError
-from .flavours import FLAVOURS, Flavour, flavour
+from .lazy import surface
 
-__all__ = ["paths", "proc", "CmdError", "run", "DcblabError",
-           "ScenarioError", "UsageError", "FLAVOURS", "Flavour", "flavour"]
+__all__, __getattr__, __dir__ = surface(__name__, {
+    "paths": ("paths",),
+    "proc": ("proc",),
+    "cmd": ("CmdError", "run"),
+    "errors": ("DcblabError", "ScenarioError", "UsageError"),
+    "flavours": ("FLAVOURS", "Flavour", "flavour"),
+})

@@ -1,9 +1,12 @@
 """Protocol clients for one guest (leaf layer: imports only dcblab.core):
-qemu-guest-agent, QMP, and the serial console's log watcher."""
+qemu-guest-agent, QMP, and the serial console's log watcher. Names are
+imported on first use (see core/lazy.py)."""
 
-from .agent import Agent, AgentError, AgentTimeout, Result
-from .console import SPLAT_PATTERNS, Console, ConsoleTimeout, find_splats
-from .qmp import Qmp, QmpError
+from ..core.lazy import surface
 
-__all__ = ["Agent", "AgentError", "AgentTimeout", "Result", "SPLAT_PATTERNS",
-           "Console", "ConsoleTimeout", "find_splats", "Qmp", "QmpError"]
+__all__, __getattr__, __dir__ = surface(__name__, {
+    "agent": ("Agent", "AgentError", "AgentTimeout", "Commands", "Result",
+              "STREAM_TOOL"),
+    "console": ("SPLAT_PATTERNS", "Console", "ConsoleTimeout", "find_splats"),
+    "qmp": ("Qmp", "QmpError"),
+})

@@ -4,10 +4,15 @@ The host side of the agent's virtio-serial port is a unix socket.  The
 protocol is QEMU's JSON one: ``guest-sync-delimited`` to (re)synchronise
 the stream, ``guest-exec`` to start a process with its output captured,
 ``guest-exec-status`` to collect it, ``guest-file-*`` for files.
+
+``Commands`` holds everything built on one ``call()``; ``Agent`` is the
+channel to the agent's socket (the lab keeper holds it); a keeper's
+clients reach the same commands through their own ``call()``.
 """
 
 import base64
 import json
+import os
 import random
 import socket
 import time
@@ -15,7 +20,8 @@ import time
 from ..core.cmd import CmdError
 from ..core.errors import DcblabError
 
-__all__ = ["Agent", "AgentError", "AgentTimeout", "Result"]
+__all__ = ["Agent", "AgentError", "AgentTimeout", "Commands", "Result",
+           "STREAM_TOOL"]
 
 
 class AgentError(DcblabError):
@@ -38,7 +44,218 @@ class Result:
         return f"Result(argv={self.argv!r}, rc={self.rc})"
 
 
-class Agent:
+# The guest's wrapper for streamed commands (tools/dcblab-run.c): the
+# command leads its own process group, its output goes to two files.
+STREAM_TOOL = "/usr/bin/dcblab-run"
+_READ = 64 * 1024
+
+
+def _spawn_failure(err, argv):
+    """rc and message for a guest-exec that could not start argv, as a
+    shell would give them (127 not found, 126 not executable)."""
+    text = str(err)
+    if "Failed to execute child process" not in text:
+        return None
+    if "No such file or directory" in text:
+        return 127, f"{argv[0]}: command not found\n"
+    return 126, f"{argv[0]}: {text.rsplit('(', 1)[-1].rstrip(')')}\n"
+
+
+class Commands:
+    """Guest commands over ``self.call(command, arguments, timeout)``."""
+
+    name = "guest"
+
+    def call(self, command, arguments=None, timeout=10.0):
+        raise NotImplementedError
+
+    def close(self):
+        """Drop the channel; the next call opens a new one."""
+
+    # --- commands ----------------------------------------------------------
+
+    def spawn(self, argv, *, input=None, env=None, timeout=30.0):
+        """Start argv in the guest without waiting; returns its guest pid."""
+        args = {"path": argv[0], "arg": list(argv[1:]),
+                "capture-output": True}
+        if input is not None:
+            data = input.encode() if isinstance(input, str) else input
+            args["input-data"] = base64.b64encode(data).decode()
+        if env is not None:
+            args["env"] = [f"{k}={v}" for k, v in env.items()]
+        return self.call("guest-exec", args, timeout=timeout)["pid"]
+
+    def exec(self, argv, *, input=None, timeout=30.0, env=None):
+        """Run argv in the guest; return a Result (never raises on rc).
+        A program that does not exist gives rc 127, as in a shell."""
+        try:
+            pid = self.spawn(argv, input=input, env=env, timeout=timeout)
+        except AgentError as e:
+            failed = _spawn_failure(e, argv)
+            if failed is None:
+                raise
+            return Result(list(argv), failed[0], "", failed[1])
+        return self.wait(pid, argv, timeout)
+
+    def kill_group(self, pid, sig="KILL", timeout=10.0):
+        """Send SIG to the guest process group PID (a streamed command
+        leads its own group, so this reaches what it started too)."""
+        # The shell's kill builtin: busybox's kill does not take `--`.
+        return self.exec(["sh", "-c", f"kill -{sig} -- -{int(pid)}"],
+                         timeout=timeout)
+
+    def stream(self, argv, *, stdout, stderr, input=None, timeout=None,
+               env=None):
+        """Run argv in the guest through dcblab-run, handing its output
+        to ``stdout(bytes)`` and ``stderr(bytes)`` while it runs.
+
+        Returns the exit code: 127/126 if argv cannot be run, 124 after a
+        timeout (the command's process group is killed first, as coreutils
+        ``timeout`` would), 128+N for a signal. On KeyboardInterrupt the
+        group is killed and the interrupt re-raised.
+        """
+        tag = f"{os.getpid()}-{random.randrange(2**32):08x}"
+        files = (f"/tmp/dcblab-exec-{tag}.out", f"/tmp/dcblab-exec-{tag}.err")
+        # Our read handles first (mode a+ creates the files); dcblab-run
+        # then removes the names, so nothing is left to clean up.
+        handles = []
+        try:
+            for path in files:
+                handles.append(self.call("guest-file-open",
+                                         {"path": path, "mode": "a+"}))
+            args = {"path": STREAM_TOOL,
+                    "arg": ["--out", files[0], "--err", files[1], "--unlink",
+                            "--", *argv],
+                    "capture-output": False}
+            if input is not None:
+                args["input-data"] = base64.b64encode(input).decode()
+            if env is not None:
+                args["env"] = [f"{k}={v}" for k, v in env.items()]
+            try:
+                pid = self.call("guest-exec", args, timeout=10.0)["pid"]
+            except AgentError as e:
+                if _spawn_failure(e, [STREAM_TOOL]) is None:
+                    raise
+                raise AgentError(f"{self.name}: no {STREAM_TOOL} in the "
+                                 "guest: is the guest image current (`make "
+                                 "image`)?") from None
+            return self._follow(pid, list(zip(handles, (stdout, stderr))),
+                                timeout)
+        finally:
+            for h in handles:
+                self.call("guest-file-close", {"handle": h})
+
+    def _follow(self, pid, sinks, timeout):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            delay = 0.002
+            while True:
+                st = self.call("guest-exec-status", {"pid": pid})
+                got = sum(self._drain(h, sink) for h, sink in sinks)
+                if st.get("exited"):
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    self.kill_group(pid)
+                    self._reap(pid)
+                    for h, sink in sinks:
+                        self._drain(h, sink)
+                    return 124
+                # Quick while output flows, at most 100 ms behind when not.
+                delay = 0.002 if got else min(delay * 2, 0.1)
+                time.sleep(delay)
+        except KeyboardInterrupt:
+            self.close()  # a reply may be half read
+            self.kill_group(pid)
+            self._reap(pid)
+            raise
+        if "exitcode" in st:
+            return st["exitcode"]
+        return 128 + st.get("signal", 0)
+
+    def _drain(self, handle, sink):
+        """Read what is new in an output file; returns the bytes count."""
+        total = 0
+        while True:
+            r = self.call("guest-file-read", {"handle": handle,
+                                              "count": _READ})
+            data = base64.b64decode(r.get("buf-b64", ""))
+            if data:
+                sink(data)
+                total += len(data)
+            if len(data) < _READ:
+                return total
+
+    def _reap(self, pid, timeout=5.0):
+        """Collect a killed process's status (the agent keeps it until
+        asked)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.call("guest-exec-status", {"pid": pid}).get("exited"):
+                return
+            time.sleep(0.01)
+
+    def wait(self, pid, argv, timeout=30.0):
+        """Collect a spawned process: its Result once it exited."""
+        deadline = time.monotonic() + timeout
+        delay = 0.0005
+        while True:
+            st = self.call("guest-exec-status", {"pid": pid},
+                           timeout=max(1.0, deadline - time.monotonic()))
+            if st.get("exited"):
+                break
+            if time.monotonic() >= deadline:
+                raise AgentTimeout(f"{self.name}: {argv!r} still running "
+                                   f"after {timeout}s (guest pid {pid})")
+            time.sleep(delay)
+            delay = min(delay * 2, 0.02)
+        out = base64.b64decode(st.get("out-data", "")).decode(errors="replace")
+        err = base64.b64decode(st.get("err-data", "")).decode(errors="replace")
+        if st.get("out-truncated") or st.get("err-truncated"):
+            err += "\n[dcblab: output truncated by qemu-guest-agent]"
+        if "exitcode" in st:
+            rc = st["exitcode"]
+        else:
+            rc = 128 + st.get("signal", 0)
+        return Result(list(argv), rc, out, err)
+
+    def run(self, argv, *, check=True, **kw):
+        """exec() that raises CmdError on a non-zero exit (unless check=False)."""
+        res = self.exec(argv, **kw)
+        if check and res.rc != 0:
+            raise CmdError(argv, res.rc, res.stdout, res.stderr,
+                           where=self.name)
+        return res
+
+    def read_file(self, path, timeout=10.0):
+        h = self.call("guest-file-open", {"path": path, "mode": "r"}, timeout)
+        chunks = []
+        try:
+            while True:
+                r = self.call("guest-file-read", {"handle": h,
+                                                  "count": 48 * 1024}, timeout)
+                chunks.append(base64.b64decode(r.get("buf-b64", "")))
+                if r.get("eof") or not r.get("count"):
+                    break
+        finally:
+            self.call("guest-file-close", {"handle": h}, timeout)
+        return b"".join(chunks)
+
+    def write_file(self, path, data, timeout=10.0):
+        if isinstance(data, str):
+            data = data.encode()
+        h = self.call("guest-file-open", {"path": path, "mode": "w"}, timeout)
+        try:
+            for off in range(0, max(len(data), 1), 48 * 1024):
+                chunk = data[off:off + 48 * 1024]
+                self.call("guest-file-write",
+                          {"handle": h,
+                           "buf-b64": base64.b64encode(chunk).decode()},
+                          timeout)
+        finally:
+            self.call("guest-file-close", {"handle": h}, timeout)
+
+
+class Agent(Commands):
     """One connection to one guest's qemu-guest-agent socket."""
 
     def __init__(self, path, name="guest"):
@@ -164,84 +381,6 @@ class Agent:
                 time.sleep(0.02)
         raise AgentTimeout(f"{self.name}: qemu-guest-agent did not answer "
                            f"guest-sync within {timeout}s (last: {last})")
-
-    # --- commands ----------------------------------------------------------
-
-    def spawn(self, argv, *, input=None, env=None, timeout=30.0):
-        """Start argv in the guest without waiting; returns its guest pid."""
-        args = {"path": argv[0], "arg": list(argv[1:]),
-                "capture-output": True}
-        if input is not None:
-            data = input.encode() if isinstance(input, str) else input
-            args["input-data"] = base64.b64encode(data).decode()
-        if env is not None:
-            args["env"] = [f"{k}={v}" for k, v in env.items()]
-        return self.call("guest-exec", args, timeout=timeout)["pid"]
-
-    def exec(self, argv, *, input=None, timeout=30.0, env=None):
-        """Run argv in the guest; return a Result (never raises on rc)."""
-        pid = self.spawn(argv, input=input, env=env, timeout=timeout)
-        return self.wait(pid, argv, timeout)
-
-    def wait(self, pid, argv, timeout=30.0):
-        """Collect a spawned process: its Result once it exited."""
-        deadline = time.monotonic() + timeout
-        delay = 0.0005
-        while True:
-            st = self.call("guest-exec-status", {"pid": pid},
-                           timeout=max(1.0, deadline - time.monotonic()))
-            if st.get("exited"):
-                break
-            if time.monotonic() >= deadline:
-                raise AgentTimeout(f"{self.name}: {argv!r} still running "
-                                   f"after {timeout}s (guest pid {pid})")
-            time.sleep(delay)
-            delay = min(delay * 2, 0.02)
-        out = base64.b64decode(st.get("out-data", "")).decode(errors="replace")
-        err = base64.b64decode(st.get("err-data", "")).decode(errors="replace")
-        if st.get("out-truncated") or st.get("err-truncated"):
-            err += "\n[dcblab: output truncated by qemu-guest-agent]"
-        if "exitcode" in st:
-            rc = st["exitcode"]
-        else:
-            rc = 128 + st.get("signal", 0)
-        return Result(list(argv), rc, out, err)
-
-    def run(self, argv, *, check=True, **kw):
-        """exec() that raises CmdError on a non-zero exit (unless check=False)."""
-        res = self.exec(argv, **kw)
-        if check and res.rc != 0:
-            raise CmdError(argv, res.rc, res.stdout, res.stderr,
-                           where=self.name)
-        return res
-
-    def read_file(self, path, timeout=10.0):
-        h = self.call("guest-file-open", {"path": path, "mode": "r"}, timeout)
-        chunks = []
-        try:
-            while True:
-                r = self.call("guest-file-read", {"handle": h,
-                                                  "count": 48 * 1024}, timeout)
-                chunks.append(base64.b64decode(r.get("buf-b64", "")))
-                if r.get("eof") or not r.get("count"):
-                    break
-        finally:
-            self.call("guest-file-close", {"handle": h}, timeout)
-        return b"".join(chunks)
-
-    def write_file(self, path, data, timeout=10.0):
-        if isinstance(data, str):
-            data = data.encode()
-        h = self.call("guest-file-open", {"path": path, "mode": "w"}, timeout)
-        try:
-            for off in range(0, max(len(data), 1), 48 * 1024):
-                chunk = data[off:off + 48 * 1024]
-                self.call("guest-file-write",
-                          {"handle": h,
-                           "buf-b64": base64.b64encode(chunk).decode()},
-                          timeout)
-        finally:
-            self.call("guest-file-close", {"handle": h}, timeout)
 
     def shutdown(self):
         """Ask the guest to power off; the agent does not answer this one."""

@@ -6,6 +6,7 @@ by a timeout that names what was awaited) and ``splats()`` returns the
 kernel error reports that appeared since the last look.
 """
 
+import os
 import re
 import time
 from pathlib import Path
@@ -81,6 +82,8 @@ class Console:
         start = self._splat_offset if since is None else since
         try:
             with open(self.path, "rb") as f:
+                if os.fstat(f.fileno()).st_size < start:
+                    start = 0  # a new log: the guest was restarted
                 f.seek(start)
                 data = f.read()
         except FileNotFoundError:

@@ -1,15 +1,17 @@
 """Assembling a lab: the wire (a private netns of tap pairs), one guest
-per host through a backend, the baseline config, run state and the reaper.
+per host through a backend, the baseline config, run state, the keeper
+and the reaper. Names are imported on first use (see core/lazy.py).
 """
 
-from .baseline import apply_baseline, baseline_devices, baseline_ip
-from .lab import Lab
-from .reap import leftovers, reap, run_pids, run_tag, teardown
-from .runs import (LabError, check_name, lab_dir, list_labs, read_state,
-                   run_root)
-from .wire import Wire, list_netns, netns_name, netns_run_id
+from ..core.lazy import surface
 
-__all__ = ["apply_baseline", "baseline_devices", "baseline_ip", "Lab",
-           "leftovers", "reap", "run_pids", "run_tag", "teardown",
-           "LabError", "check_name", "lab_dir", "list_labs", "read_state",
-           "run_root", "Wire", "list_netns", "netns_name", "netns_run_id"]
+__all__, __getattr__, __dir__ = surface(__name__, {
+    "baseline": ("apply_baseline", "baseline_devices", "baseline_ip",
+                 "reset_baseline"),
+    "client": ("KeeperAgent", "LabMachine", "attach_guest"),
+    "lab": ("Lab",),
+    "reaper": ("leftovers", "reap", "run_pids", "run_tag", "teardown"),
+    "runs": ("LabError", "check_name", "lab_dir", "list_labs", "read_state",
+             "run_root"),
+    "wire": ("Wire", "list_netns", "netns_name", "netns_run_id"),
+})

@@ -1,39 +1,45 @@
-"""A lab: a topology brought up as a wire plus one guest per host.
+"""A lab as its clients see it: the keeper's (see keeper.py) client side.
 
-``state.json`` (see runs.py) records the run id, the backend, the kernel
-flavour, the owner (pid and start time of the process that owns the lab)
-and each guest's pid and run directory. The owner is the process that
-brought the lab up while it is starting, and a pytest session for a
-session lab; a lab that ``dcblab up`` finished has no owner and stays up
-until ``dcblab down``.
+``Lab(topology).up()`` makes the run directory, copies the topology file
+into it (everything after ``up`` reads that copy, so moving or editing
+the original cannot make a lab impossible to stop), starts the lab's
+keeper and follows its progress until the guests are ready.
+``Lab.attach(name)`` is the same lab from another process. Either way
+``lab.machines`` holds one ``LabMachine`` per host, whose agent commands
+go through the keeper: any number of processes can use a guest at once.
+
+``state.json`` (written by the keeper only) records the run id, the
+backend, the kernel flavour, the keeper's and the owner's pid and start
+time, and each host's QEMU pid, run directory, state and log.
 """
 
+import json
 import os
-import shutil
-import threading
+import signal
+import subprocess
+import sys
 import time
-import uuid
+from pathlib import Path
 
 from .. import backends
-from ..core import paths, proc
+from ..core import paths
 from ..core.errors import DcblabError
 from ..core.flavours import flavour
 from ..topology import load
 from . import wire
-from .baseline import apply_baseline
-from .reap import run_pids, run_tag
-from .runs import (LabError, check_name, lab_dir, read_state, run_root,
-                   write_state)
+from .client import Connection, LabMachine
+from .reaper import teardown
+from .runs import (TOPOLOGY, LabError, check_name, lab_dir, read_state,
+                   run_root)
 
 __all__ = ["Lab"]
-
 
 class Lab:
     """One running (or starting) lab."""
 
     def __init__(self, topology, name=None, backend=None, flavour_name=None):
         self.topology = topology
-        self.name = check_name(name or topology.name)
+        self.name = check_name(topology.name if name is None else name)
         self.dir = lab_dir(self.name)
         self.backend = backends.get(backend or backends.DEFAULT)
         self.flavour = flavour(flavour_name)
@@ -41,53 +47,34 @@ class Lab:
         self.wire = None
         self.machines = {}
         self.timings = {}
+        self._guard = None
 
     @property
     def state(self):
-        """state.json as recorded now (by whichever process owns the lab)."""
+        """state.json as its keeper recorded it last."""
         return read_state(self.name)
-
-    def _write_state(self, owner_pid, status):
-        write_state(self.name, {
-            "name": self.name, "run_id": self.run_id,
-            "topology": self.topology.path, "status": status,
-            "backend": self.backend.name, "flavour": self.flavour.name,
-            "owner_pid": owner_pid,
-            "owner_start": proc.start_time(owner_pid) if owner_pid else None,
-            "created": time.time(),
-            "hosts": {n: {"pid": m.pid, "rundir": str(m.rundir)}
-                      for n, m in self.machines.items()},
-            "netns": self.wire.netns if self.wire else None})
 
     @classmethod
     def attach(cls, name):
-        """The lab NAME as recorded by the process that brought it up."""
+        """The lab NAME as its keeper recorded it."""
         state = read_state(name)
         lab = cls(load(state["topology"]), name, state.get("backend"),
                   state.get("flavour"))
-        lab.run_id = state["run_id"]
-        lab.wire = wire.Wire(lab.topology, name, lab.run_id)
-        for host in lab.topology.hosts:
-            h = state["hosts"].get(host.name)
-            if h:
-                lab.machines[host.name] = lab.backend.attach(
-                    lab._spec(host, "tcg"), h["rundir"], h["pid"])
+        lab._attach(state)
         return lab
+
+    def _attach(self, state):
+        self.run_id = state["run_id"]
+        self.wire = wire.Wire(self.topology, self.name, self.run_id)
+        self.machines = {h: LabMachine(self.name, h, e)
+                         for h, e in state["hosts"].items()}
 
     # --- up / down ---------------------------------------------------------
 
-    def _spec(self, host, accel):
-        nics = tuple(backends.TapNic(n.name, wire.Wire.tap(n),
-                                     self.wire.mac(n), n.queues)
-                     for n in host.nics)
-        return backends.VmSpec(
-            host.name, paths.bzimage(self.flavour.name), paths.initramfs(),
-            memory_mib=max(host.memory_mib, self.flavour.min_memory_mib),
-            cpus=host.cpus, accel=accel, nics=nics, netns=self.wire.netns,
-            cmdline=(run_tag(self.run_id),))
-
     def up(self, owner_pid=None, accel=None, progress=None):
-        """Bring the lab up; returns per-host timings (seconds)."""
+        """Start the lab's keeper and wait until every guest is ready;
+        returns per-host timings (seconds). With an owner, the keeper
+        stops the lab when the owner dies."""
         say = progress or (lambda msg: None)
         paths.check_images(self.flavour.name)
         run_root().mkdir(mode=0o755, parents=True, exist_ok=True)
@@ -96,71 +83,124 @@ class Lab:
         except FileExistsError:
             raise LabError(f"lab {self.name!r} is already up ({self.dir}): "
                            f"`dcblab down --name {self.name}`, or "
-                           "`dcblab reap` if its owner died") from None
-        self.run_id = uuid.uuid4().hex[:12]
-        self.wire = wire.Wire(self.topology, self.name, self.run_id)
-        owner = owner_pid or os.getpid()
+                           "`dcblab reap` if its keeper died") from None
         t0 = time.monotonic()
         try:
-            self._write_state(owner, "starting")
+            # Here, not in the keeper: a bad DCBLAB_ACCEL is a usage error.
             accel = accel or self.backend.accel(
                 paths.bzimage(self.flavour.name), paths.initramfs())
-            self.wire.up()
-            say(f"wire: netns {self.wire.netns}, "
-                f"{len(self.topology.links)} link(s) "
-                f"({time.monotonic() - t0:.2f}s)")
-            for host in self.topology.hosts:
-                m = self.backend.machine(self._spec(host, accel),
-                                         self.dir / host.name)
-                self.machines[host.name] = m
-                m.start()
-            self._write_state(owner, "starting")
-            self._all_ready()
-            self._write_state(owner_pid, "up" if owner_pid is None
-                              else "owned")
-            self.timings["total"] = time.monotonic() - t0
-            for h in self.topology.hosts:
-                t = self.timings[h.name]
-                say(f"{h.name}: init {t['init']:.2f}s, agent {t['agent']:.2f}s,"
-                    f" baseline {t['ready']:.2f}s ({accel}, "
-                    f"{self.flavour.name} kernel)")
-            return self.timings
+            source = Path(self.topology.path)
+            (self.dir / TOPOLOGY).write_bytes(source.read_bytes())
+            self._guard = self._start_keeper(owner_pid, accel, source)
         except BaseException:
-            self.down()
+            teardown(None, None, self.dir)
             raise
+        ready = self._follow(say)
+        self.timings = ready["timings"]
+        self.timings["total"] = time.monotonic() - t0
+        self._attach(self.state)
+        return self.timings
 
-    def _all_ready(self):
-        errors = []
-        threads = [threading.Thread(target=self._ready, args=(h, errors))
-                   for h in self.topology.hosts]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            raise LabError("\n".join(errors))
+    def _start_keeper(self, owner_pid, accel, source):
+        argv = [sys.executable, "-m", "dcblab.lab.keeper", self.name,
+                "--backend", self.backend.name, "--flavour", self.flavour.name,
+                "--source", str(source.resolve())]
+        if owner_pid:
+            argv += ["--owner", str(owner_pid)]
+        if accel:
+            argv += ["--accel", accel]
+        env = dict(os.environ, PYTHONPATH=str(paths.ROOT))
+        with open(self.dir / "keeper.log", "ab") as log:
+            return subprocess.Popen(argv, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=log,
+                                    start_new_session=True, env=env,
+                                    cwd=paths.ROOT)
 
-    def _ready(self, host, errors):
-        m = self.machines[host.name]
+    def _follow(self, say):
+        """The keeper's progress lines until ready; Ctrl-C stops the lab
+        (a second one leaves the rest of the cleanup to the keeper)."""
+        guard = self._guard
         try:
-            t_init, _ = m.wait_init(timeout=60)
-            t_agent = m.wait_ready(timeout=60)
-            apply_baseline(m, host)
-            self.timings[host.name] = {"init": t_init, "agent": t_agent,
-                                       "ready": time.monotonic() - m.t_start}
-        except DcblabError as e:
-            errors.append(f"{host.name}: {e}")
+            for line in guard.stdout:
+                msg = json.loads(line)
+                if "progress" in msg:
+                    say(msg["progress"])
+                elif "ready" in msg:
+                    guard.stdout.close()
+                    return msg["ready"]
+                elif "error" in msg:
+                    guard.wait()
+                    raise LabError(msg["error"])
+            guard.wait()
+            raise LabError(f"lab {self.name}: its keeper exited (rc "
+                           f"{guard.returncode}) before the lab was ready: "
+                           f"see {self.dir / 'keeper.log'}")
+        except KeyboardInterrupt:
+            print(f"dcblab: interrupted: stopping lab {self.name} (Ctrl-C "
+                  f"again leaves the cleanup to its keeper, pid "
+                  f"{guard.pid})", file=sys.stderr, flush=True)
+            try:
+                os.killpg(guard.pid, signal.SIGTERM)
+                guard.wait()
+            except KeyboardInterrupt:
+                print(f"dcblab: the keeper of lab {self.name} goes on "
+                      "removing it; `dcblab status` shows when it is gone",
+                      file=sys.stderr, flush=True)
+            except ProcessLookupError:
+                pass
+            raise
+        finally:
+            if guard.returncode is not None and self.dir.exists() and \
+                    not (self.dir / "state.json").exists():
+                teardown(None, None, self.dir)
 
-    def down(self):
-        """Stop the guests, remove the wire and the run directory.
-        Idempotent."""
-        for m in self.machines.values():
-            m.stop()
-        if self.run_id:
-            proc.kill(run_pids(self.run_id))
-        if self.wire:
-            self.wire.down()
-        shutil.rmtree(self.dir, ignore_errors=True)
+    def down(self, timeout=60.0):
+        """Ask the keeper to stop the lab and wait until it has; if the
+        keeper is gone, remove what is left by run id. Idempotent."""
+        try:
+            state = read_state(self.name)
+        except LabError:
+            state = None
+        if state is not None:
+            conn = Connection(self.name)
+            try:
+                conn.request({"op": "down"}, timeout=timeout)
+                conn.next_line(timeout)
+            except DcblabError:
+                teardown(state["run_id"], state.get("netns"), self.dir)
+            finally:
+                conn.close()
+        if self._guard is not None:
+            try:
+                self._guard.wait(timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        if state is not None and self.dir.exists():
+            teardown(state["run_id"], state.get("netns"), self.dir)
+
+    def request(self, req, timeout=None):
+        conn = Connection(self.name)
+        try:
+            return conn.request(req, timeout=timeout)
+        finally:
+            conn.close()
+
+    def calls(self):
+        """{host: agent commands the keeper has served for it so far}."""
+        return self.request({"op": "status"}, timeout=30)["calls"]
+
+    def disown(self):
+        """Leave the lab up after its owner exits (until `dcblab down`)."""
+        self.request({"op": "disown"}, timeout=10)
+        self._guard = None
+
+    def restart(self, host):
+        """Stop and start one host; its baseline is applied again."""
+        self.topology.host(host)
+        t = self.request({"op": "restart", "host": host},
+                         timeout=180)["timings"]
+        self._attach(self.state)
+        return t
 
     def machine(self, name):
         """The guest of host NAME; one-line errors for unknown or stopped."""

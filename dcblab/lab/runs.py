@@ -13,7 +13,11 @@ from pathlib import Path
 from ..core.errors import DcblabError, UsageError
 
 __all__ = ["LabError", "run_root", "lab_dir", "list_labs", "read_state",
-           "write_state", "check_name", "NAME_PATTERN"]
+           "write_state", "check_name", "NAME_PATTERN", "SOCKET", "TOPOLOGY"]
+
+# In a lab's run directory: the keeper's socket, the topology's copy.
+SOCKET = "keeper.sock"
+TOPOLOGY = "topology.toml"
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,15}$"
 _NAME = re.compile(NAME_PATTERN)

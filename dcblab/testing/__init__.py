@@ -1,8 +1,9 @@
 """What tests stand on: the guest handle, the lab handle, traffic tools in
-the guests, pcap reading, kmemleak, and the pytest plugin (loaded by
+the guests, pcap reading, kmemleak, failure evidence, and the pytest plugin (loaded by
 conftest.py as ``dcblab.testing.plugin``)."""
 
-from .guest import Guest, Spawned
+from .evidence import artefact_dir, filter_counters, gather, sections
+from .guest import KEEP_OUTPUT, Command, Guest, Spawned
 from .handle import LabHandle
 from .kmemleak import KMEMLEAK, Kmemleak
 from .pcap import PcapError, read_frames, vlan_tag
@@ -11,7 +12,8 @@ from .traffic import (NETCLS, NETPRIO, QueueCounter, Sink, TraceCounter,
                       pcp_filters, pcp_packets, queue_packets, send,
                       traffic_classes, wire_pcp_per_flow)
 
-__all__ = ["Guest", "Spawned", "LabHandle", "KMEMLEAK", "Kmemleak",
+__all__ = ["artefact_dir", "filter_counters", "gather", "sections",
+           "KEEP_OUTPUT", "Command", "Guest", "Spawned", "LabHandle", "KMEMLEAK", "Kmemleak",
            "PcapError", "read_frames", "vlan_tag", "NETCLS", "NETPRIO",
            "QueueCounter", "Sink", "TraceCounter", "cgroup", "flow_of",
            "map_priority", "mqprio", "pcp_counts", "pcp_filters",

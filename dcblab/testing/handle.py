@@ -17,6 +17,7 @@ class LabHandle:
         self.topology = lab.topology
         self.wire = lab.wire
         self.guests = {n: Guest(m) for n, m in lab.machines.items()}
+        self._restored = {}  # host -> keeper's call count after a restore
 
     def __getattr__(self, name):
         try:
@@ -29,11 +30,21 @@ class LabHandle:
         return self.guests[name]
 
     def restore(self):
-        """Back to the baseline in every guest: see guest-image/restore."""
+        """Back to the baseline in every guest that anyone (this process,
+        a `dcblab exec`, ...) sent an agent command since the last
+        restore: see guest-image/restore. Changes made by typing into a
+        guest's shell or console are not seen."""
+        calls = self.lab.calls()
+        hosts = [h for h in self.topology.hosts
+                 if calls[h.name] != self._restored.get(h.name)]
+
         def one(host):
             self.guests[host.name].run(["dcblab-restore",
                                         *baseline_devices(host)])
         # The guests restore in parallel; the first failure is raised.
         with concurrent.futures.ThreadPoolExecutor() as pool:
-            for f in [pool.submit(one, h) for h in self.topology.hosts]:
+            for f in [pool.submit(one, h) for h in hosts]:
                 f.result()
+        if hosts:
+            self._restored = self.lab.calls()
+        return [h.name for h in hosts]

@@ -12,13 +12,24 @@ Hooks
     test, quoting the splat (also during fixture set-up, i.e. boot);
   * on a kernel flavour with kmemleak (FLAVOUR=debug), every test that used
     the lab ends with a kmemleak scan in each guest; a report fails it;
-  * a failed test's report carries each guest's console tail, the guest
-    commands the test ran and `tc -s qdisc` of each guest.
+  * a failed test that used the lab gets the guests' evidence (see
+    dcblab.testing.evidence) in its report, short, and whole in its
+    artefact folder BUILD/artefacts/<test id>/ with the consoles, QEMU
+    logs and its guest commands with their output; the report names it.
+
+Options
+  --keep-lab-on-failure  if a test failed, the session's lab stays up at
+                         the end (`dcblab down --name pytest-PID` stops it);
+                         with -x, in the state the failed test left
+  --artefacts DIR        artefact folders under DIR, not BUILD/artefacts
 """
 
 import concurrent.futures
 import contextlib
 import os
+import shutil
+import time
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +38,7 @@ from ..core.errors import DcblabError
 from ..core.flavours import flavour
 from ..lab import Lab, reap
 from ..topology import load
+from . import evidence
 from .guest import Guest
 from .handle import LabHandle
 from .kmemleak import Kmemleak
@@ -35,9 +47,23 @@ __all__ = []
 
 _machines = []
 _leaks = {}          # guest name -> Kmemleak, on flavours that have it
+_session = {"config": None, "failed": False}
+_saved = {}          # test nodeid -> its artefact folder, this session
+_kept = []           # names of labs left up by --keep-lab-on-failure
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("dcblab")
+    group.addoption("--keep-lab-on-failure", action="store_true",
+                    help="if a test failed, leave the session's lab up at "
+                         "the end and say how to attach to it and stop it")
+    group.addoption("--artefacts", metavar="DIR",
+                    help="put failed tests' artefact folders under DIR "
+                         "(default: BUILD/artefacts)")
 
 
 def pytest_configure(config):
+    _session["config"] = config
     # A bad FLAVOUR is the user's mistake: one line, not an INTERNALERROR.
     try:
         flavour()
@@ -73,7 +99,11 @@ def lab():
         yield handle
     finally:
         _leaks.clear()
-        the_lab.down()
+        if _keep_lab():
+            the_lab.disown()
+            _kept.append(the_lab.name)
+        else:
+            the_lab.down()
 
 
 @pytest.fixture
@@ -84,6 +114,10 @@ def guest(lab):
 @pytest.fixture(autouse=True)
 def _baseline(request):
     yield
+    # A failure that ends the session (-x) with --keep-lab-on-failure:
+    # the kept lab shows the failed test's own state, not the baseline.
+    if _keep_lab() and request.session.shouldfail:
+        return
     if "lab" in request.fixturenames:
         request.getfixturevalue("lab").restore()
 
@@ -114,6 +148,12 @@ def _leak_report():
                        for name, text in texts.items() if text)
 
 
+def _keep_lab():
+    config = _session["config"]
+    return bool(config and config.getoption("keep_lab_on_failure")
+                and _session["failed"])
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
@@ -127,18 +167,90 @@ def pytest_runtest_makereport(item, call):
     elif problems:
         report.sections.append(("kernel splats", problems))
     if report.failed:
-        for m in _machines:
-            report.sections.append((f"console {m.name} (tail)",
-                                    m.console.tail(60)))
-        history = [h for g in _guests(item) for h in g.history]
-        if history:
-            report.sections.append(("guest commands", "\n".join(history)))
-        tc = _tc_state(item)
-        if tc:
-            report.sections.append(("tc -s qdisc", tc))
+        _session["failed"] = True
+        guests = _guests(item)
+        if guests:
+            try:
+                _report_failure(item, report, guests)
+            except Exception as e:  # the report must not hide the failure
+                report.sections.append(("dcblab evidence",
+                                        f"not gathered: {e!r}"))
     if call.when == "teardown":
         for g in _guests(item):
             g.history.clear()
+
+
+def _report_failure(item, report, guests):
+    """The evidence sections, and the artefact folder they name."""
+    t0 = time.monotonic()
+    found = evidence.gather(guests)
+    took = time.monotonic() - t0
+    history = sorted((c for g in guests for c in g.history),
+                     key=lambda c: c.at)
+    report.sections.extend(evidence.sections(found, history))
+    for g in guests:
+        report.sections.append((f"console {g.name} (tail)",
+                                g.machine.console.tail(60)))
+    folder = _folder(item, report)
+    labs = {id(h.lab): h.lab for h in _handles(item)}.values()
+    written = evidence.save(folder, guests, found, history,
+                            [(f"{lab.name}-keeper.log", lab.dir / "keeper.log")
+                             for lab in labs])
+    report.sections.append((
+        "artefacts", f"{folder}/ (evidence gathered in {took:.2f} s)\n"
+        + _tree(["report.txt", *written])))
+    (folder / "report.txt").write_text(_report_text(report))
+
+
+def _folder(item, report):
+    """The test's artefact folder. Its first failure in this session
+    replaces what a former run left there; a later one (a teardown after
+    a failed call) goes into a sub-folder named after its phase."""
+    root = _session["config"].getoption("artefacts")
+    root = Path(root) if root else paths.build_dir() / "artefacts"
+    folder = evidence.artefact_dir(root, item.nodeid)
+    if item.nodeid in _saved:
+        folder = folder / report.when
+    else:
+        _saved[item.nodeid] = folder
+    shutil.rmtree(folder, ignore_errors=True)
+    return folder
+
+
+def _tree(written):
+    top = [w for w in written if "/" not in w]
+    subs = {}
+    for w in written:
+        if "/" in w:
+            d, _, f = w.partition("/")
+            subs.setdefault(d, []).append(f)
+    return "\n".join([" ".join(top)] +
+                     [f"{d}/ {' '.join(fs)}" for d, fs in subs.items()])
+
+
+def _report_text(report):
+    parts = [f"{report.nodeid} ({report.when}) failed", "",
+             report.longreprtext]
+    for title, text in report.sections:
+        parts += ["", f"----- {title} -----", text]
+    return "\n".join(parts) + "\n"
+
+
+def pytest_terminal_summary(terminalreporter):
+    tr = terminalreporter
+    if _saved:
+        tr.write_sep("-", "dcblab artefacts of failed tests")
+        for nodeid, folder in _saved.items():
+            tr.write_line(f"{nodeid}: {folder}/")
+    for name in _kept:
+        tr.write_line(f"lab {name} kept up: `bin/dcblab status --name "
+                      f"{name}`, `bin/dcblab shell --name {name} h2`, "
+                      f"`bin/dcblab down --name {name}`")
+
+
+def _handles(item):
+    return [v for v in getattr(item, "funcargs", {}).values()
+            if isinstance(v, LabHandle)]
 
 
 def _guests(item):
@@ -149,15 +261,3 @@ def _guests(item):
         elif isinstance(v, LabHandle):
             found.extend(v.guests.values())
     return list({id(g): g for g in found}.values())
-
-
-def _tc_state(item):
-    out = []
-    for g in _guests(item):
-        if g.alive():
-            try:
-                res = g.agent.exec(["tc", "-s", "qdisc", "show"], timeout=5)
-                out.append(f"--- {g.name} ---\n{res.stdout}{res.stderr}")
-            except Exception as e:  # the report must not hide the failure
-                out.append(f"--- {g.name}: tc failed: {e}")
-    return "\n".join(out)

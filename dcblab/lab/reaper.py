@@ -2,9 +2,9 @@
 
 A lab's processes carry ``dcblab.run=<id>`` on their command line and its
 netns carries ``dcblab-run:<id>`` as the alias of its ``lo``: the reaper
-removes labs whose owner died, labs whose guests are all gone, and
-namespaces or processes carrying a run id that no live lab claims. It
-touches nothing else.
+removes labs whose keeper died (a keeper stops its lab itself when the
+lab's owner dies), and namespaces or processes carrying a run id that no
+live lab claims. It touches nothing else.
 """
 
 import json
@@ -66,12 +66,9 @@ def reap(say=print):
             st = json.loads((d / "state.json").read_text())
         except (OSError, ValueError):
             continue
-        if st.get("owner_pid"):
-            dead = not proc.alive(st["owner_pid"], st.get("owner_start"))
-        else:
-            dead = not run_pids(st["run_id"])
-        if dead:
-            say(f"lab {name}: owner gone, reaping run {st['run_id']}")
+        keeper = st.get("keeper_pid")
+        if not (keeper and proc.alive(keeper, st.get("keeper_start"))):
+            say(f"lab {name}: keeper gone, reaping run {st['run_id']}")
             teardown(st["run_id"], st.get("netns"), d, say)
             reaped.append(st["run_id"])
         else:

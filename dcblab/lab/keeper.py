@@ -1,0 +1,425 @@
+"""The lab keeper: the one process that owns a lab while it is up.
+
+``Lab.up()`` starts ``python3 -m dcblab.lab.keeper NAME`` in a session of
+its own, so a Ctrl-C in the terminal that ran ``dcblab up`` never reaches
+it. That process is a *guard*: it marks itself a child subreaper and
+forks the keeper proper, then only waits. The keeper brings the lab up,
+reporting progress as JSON lines on its stdout until the lab is ready
+(``{"progress": ...}`` ..., then ``{"ready": ...}`` or ``{"error": ...}``),
+and from then on:
+
+* is the parent of every QEMU of the lab, so it reaps them: a QEMU whose
+  parent exits is re-parented to PID 1, and PID 1 in many containers
+  (this machine's too) never reaps, so it would stay a zombie;
+* holds each guest's agent socket (which takes one client) and serves any
+  number of clients on ``keeper.sock``: CLI calls, a pytest session, bench
+  and a ``dcblab exec`` at the same time;
+* notices a guest whose QEMU died, and records it in state.json;
+* stops the lab on a ``down`` request, on SIGTERM or SIGINT, and when the
+  lab's owner (a pytest session, a demo) dies; restarts one host on
+  request.
+
+If the keeper is killed outright, its QEMUs are re-parented to the guard,
+which tears the run down by its run id and reaps them; if the guard is
+killed, the keeper gets SIGTERM (parent-death signal) and stops the lab.
+
+Protocol on keeper.sock: one JSON object per line each way. A request
+``{"op": ...}`` gets one reply, ``{"ok": true, ...}`` or
+``{"ok": false, "error": "...", "kind": "..."}``. Ops: ``call`` (one
+qemu-guest-agent command for one host), ``status``, ``restart``,
+``disown``, ``down``.
+"""
+
+import argparse
+import ctypes
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+import uuid
+
+from .. import backends
+from ..core import paths, proc
+from ..core.errors import DcblabError
+from ..core.flavours import flavour
+from ..guest.agent import AgentTimeout
+from ..topology import load
+from . import wire
+from .baseline import apply_baseline
+from .reaper import run_pids, run_tag, teardown
+from .runs import (SOCKET, TOPOLOGY, LabError, lab_dir, read_state,
+                   write_state)
+
+__all__ = ["main"]
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _prctl(option, value):
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(option, value, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl({option})")
+
+
+class Keeper:
+    """The lab NAME's guests, wire and clients, in the keeper process."""
+
+    def __init__(self, name, backend, flavour_name, owner_pid, accel):
+        self.name = name
+        self.dir = lab_dir(name)
+        self.topology = load(self.dir / TOPOLOGY)
+        self.backend = backends.get(backend)
+        self.flavour = flavour(flavour_name)
+        self.owner_pid = owner_pid
+        self.owner_start = proc.start_time(owner_pid) if owner_pid else None
+        self.accel = accel
+        self.run_id = uuid.uuid4().hex[:12]
+        self.wire = wire.Wire(self.topology, name, self.run_id)
+        self.machines = {}
+        self.hosts = {}          # host name -> its state.json entry
+        self.locks = {h.name: threading.Lock() for h in self.topology.hosts}
+        # Agent commands served per host: a client that sees no change
+        # knows nobody touched the guest since it last looked.
+        self.calls = {h.name: 0 for h in self.topology.hosts}
+        self.status = "starting"
+        self.stopping = threading.Event()
+        self.stopped = threading.Event()
+        self.state_lock = threading.Lock()
+        self.source = None
+
+    # --- state ---------------------------------------------------------------
+
+    def write(self):
+        with self.state_lock:
+            write_state(self.name, {
+                "name": self.name, "run_id": self.run_id,
+                "topology": str(self.dir / TOPOLOGY), "source": self.source,
+                "status": self.status, "backend": self.backend.name,
+                "flavour": self.flavour.name, "accel": self.accel,
+                "keeper_pid": os.getpid(),
+                "keeper_start": proc.start_time(os.getpid()),
+                "guard_pid": os.getppid(),
+                "owner_pid": self.owner_pid, "owner_start": self.owner_start,
+                "created": time.time(), "hosts": self.hosts,
+                "netns": self.wire.netns})
+
+    # --- bring-up ---------------------------------------------------------------
+
+    def spec(self, host):
+        nics = tuple(backends.TapNic(n.name, wire.Wire.tap(n),
+                                     self.wire.mac(n), n.queues)
+                     for n in host.nics)
+        return backends.VmSpec(
+            host.name, paths.bzimage(self.flavour.name), paths.initramfs(),
+            memory_mib=max(host.memory_mib, self.flavour.min_memory_mib),
+            cpus=host.cpus, accel=self.accel, nics=nics,
+            netns=self.wire.netns, cmdline=(run_tag(self.run_id),))
+
+    def start_host(self, host):
+        m = self.backend.machine(self.spec(host), self.dir / host.name)
+        self.machines[host.name] = m
+        m.start()
+        self.hosts[host.name] = {"pid": m.pid, "rundir": str(m.rundir),
+                                 "state": "starting", "rc": None,
+                                 "log": str(m.log_path())}
+        return m
+
+    def ready_host(self, host):
+        """Init, agent, baseline: per-host timings (host seconds)."""
+        m = self.machines[host.name]
+        t_init, _ = m.wait_init(timeout=60)
+        t_agent = m.wait_ready(timeout=60)
+        apply_baseline(m, host)
+        self.hosts[host.name]["state"] = "running"
+        return {"init": t_init, "agent": t_agent,
+                "ready": time.monotonic() - m.t_start}
+
+    def up(self, say):
+        t0 = time.monotonic()
+        self.write()
+        if not self.accel:
+            self.accel = self.backend.accel(paths.bzimage(self.flavour.name),
+                                            paths.initramfs())
+        self.wire.up()
+        links = len(self.topology.links)
+        say(f"wire: netns {self.wire.netns}, {links} "
+            f"link{'s' if links != 1 else ''} ({time.monotonic() - t0:.2f}s)")
+        for host in self.topology.hosts:
+            self.start_host(host)
+        self.write()
+        timings, errors = {}, []
+
+        def ready(host):
+            try:
+                timings[host.name] = self.ready_host(host)
+            except DcblabError as e:
+                errors.append(f"{host.name}: {e}")
+        threads = [threading.Thread(target=ready, args=(h,))
+                   for h in self.topology.hosts]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise LabError("\n".join(errors))
+        timings["total"] = time.monotonic() - t0
+        for h in self.topology.hosts:
+            t = timings[h.name]
+            say(f"{h.name}: init {t['init']:.2f}s, agent {t['agent']:.2f}s, "
+                f"baseline {t['ready']:.2f}s ({self.accel}, "
+                f"{self.flavour.name} kernel)")
+        self.status = "up"
+        self.write()
+        return timings
+
+    def down(self):
+        """Stop the guests, remove the wire and the run directory."""
+        self.status = "stopping"
+        for m in self.machines.values():
+            m.stop()
+        proc.kill(run_pids(self.run_id))
+        self.wire.down()
+        teardown(self.run_id, None, self.dir)
+
+    # --- while up ---------------------------------------------------------------
+
+    def watch(self):
+        """Main thread: notice dead guests and a dead owner, until told to
+        stop."""
+        while not self.stopping.wait(0.2):
+            if self.owner_pid and not proc.alive(self.owner_pid,
+                                                 self.owner_start):
+                print(f"keeper: owner {self.owner_pid} is gone: stopping",
+                      flush=True)
+                self.stopping.set()
+                break
+            changed = False
+            for name, m in list(self.machines.items()):
+                entry = self.hosts[name]
+                if entry["state"] == "running" and not m.alive():
+                    entry["state"] = "gone"
+                    entry["rc"] = m.proc.returncode if m.proc else None
+                    entry["died"] = time.time()
+                    print(f"keeper: {name}: QEMU exited (rc {entry['rc']})",
+                          flush=True)
+                    changed = True
+            if changed:
+                self.write()
+
+    def restart(self, name):
+        host = self.topology.host(name)
+        with self.locks[name]:
+            entry = self.hosts[name]
+            entry["state"] = "restarting"
+            self.write()
+            self.machines[name].stop()
+            m = self.start_host(host)
+            self.write()
+            try:
+                t = self.ready_host(host)
+            except DcblabError:
+                self.hosts[name]["state"] = "gone"
+                self.hosts[name]["rc"] = None if m.alive() else \
+                    m.proc.returncode
+                self.write()
+                raise
+            self.write()
+            return t
+
+    # --- clients ----------------------------------------------------------------
+
+    def serve(self):
+        path = self.dir / SOCKET
+        path.unlink(missing_ok=True)
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o077)
+        try:
+            srv.bind(str(path))
+        finally:
+            os.umask(old)
+        srv.listen(64)
+        threading.Thread(target=self._accept, args=(srv,),
+                         daemon=True).start()
+        return srv
+
+    def _accept(self, srv):
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._client, args=(conn,),
+                             daemon=True).start()
+
+    def _client(self, conn):
+        f = conn.makefile("rwb", buffering=0)
+        try:
+            for line in f:
+                try:
+                    req = json.loads(line)
+                    reply = self.handle(req)
+                except DcblabError as e:
+                    reply = {"ok": False, "error": str(e),
+                             "kind": type(e).__name__}
+                except (ValueError, KeyError, TypeError) as e:
+                    reply = {"ok": False, "error": f"bad request: {e!r}",
+                             "kind": "UsageError"}
+                f.write(json.dumps(reply).encode() + b"\n")
+                if req.get("op") == "down" and reply.get("ok"):
+                    self.stopped.wait()
+                    f.write(b'{"ok": true, "stopped": true}\n')
+                    return
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def handle(self, req):
+        op = req["op"]
+        if op == "call":
+            return {"ok": True, "return": self.call(req)}
+        if op == "status":
+            return {"ok": True, "status": self.status, "hosts": self.hosts,
+                    "calls": self.calls}
+        if op == "restart":
+            return {"ok": True, "timings": self.restart(req["host"])}
+        if op == "disown":
+            self.owner_pid = self.owner_start = None
+            self.write()
+            return {"ok": True}
+        if op == "down":
+            self.stopping.set()
+            return {"ok": True}
+        raise LabError(f"keeper: unknown op {op!r}")
+
+    def call(self, req):
+        name = req["host"]
+        self.topology.host(name)  # one-line error naming the known hosts
+        timeout = float(req.get("timeout", 10.0))
+        lock = self.locks[name]
+        if not lock.acquire(timeout=timeout):
+            raise AgentTimeout(f"{name}: agent busy for {timeout}s")
+        try:
+            state = self.hosts.get(name, {}).get("state")
+            if state != "running":
+                raise LabError(self._not_running(name, state))
+            self.calls[name] += 1
+            return self.machines[name].agent.call(
+                req["execute"], req.get("arguments"), timeout)
+        finally:
+            lock.release()
+
+    def _not_running(self, name, state):
+        if state == "gone":
+            return (f"host {name} is gone (QEMU exited, rc "
+                    f"{self.hosts[name].get('rc')}): see "
+                    f"{self.hosts[name]['log']}; `dcblab restart {name}` "
+                    "starts it again")
+        return f"host {name} is {state or 'not started'}"
+
+
+def _keeper_main(args, out):
+    """The keeper proper (child of the guard)."""
+    def tell(obj):
+        # `up` may be gone (killed): the lab comes up all the same.
+        try:
+            out.write(json.dumps(obj) + "\n")
+            out.flush()
+        except OSError:
+            pass
+
+    def say(msg):
+        tell({"progress": msg})
+
+    keeper = Keeper(args.name, args.backend, args.flavour, args.owner,
+                    args.accel)
+    keeper.source = args.source
+
+    def on_signal(signum, frame):
+        keeper.stopping.set()
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    # The guard dies: stop the lab (it can no longer reap for us).
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    srv = None
+    try:
+        timings = keeper.up(say)
+        srv = keeper.serve()
+        if keeper.stopping.is_set():
+            raise LabError("interrupted while starting")
+        tell({"ready": {"run_id": keeper.run_id, "timings": timings}})
+        # Nobody reads our stdout any more: our log takes it.
+        os.dup2(sys.stderr.fileno(), 1)
+        keeper.watch()
+        return 0
+    except BaseException as e:
+        msg = str(e) if isinstance(e, DcblabError) else \
+            "".join(traceback.format_exception_only(type(e), e)).strip()
+        tell({"error": msg or type(e).__name__})
+        print(f"keeper: {msg}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        if srv is not None:
+            srv.close()
+        keeper.down()
+        keeper.stopped.set()
+        time.sleep(0.05)  # let a waiting `down` client read "stopped"
+
+
+def _guard(args):
+    """Fork the keeper; reap everything; tear down if the keeper is killed.
+    """
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    pid = os.fork()
+    if pid == 0:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        return _keeper_main(args, sys.stdout)
+    # Only the keeper talks on the `up` client's pipe: let it see EOF when
+    # the keeper dies.
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.close(null)
+    rc = 0
+    while True:
+        try:
+            wpid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return rc
+        except InterruptedError:
+            continue
+        if wpid != pid:
+            continue
+        rc = os.waitstatus_to_exitcode(status)
+        if os.WIFSIGNALED(status):
+            print(f"keeper guard: keeper {pid} killed by signal "
+                  f"{os.WTERMSIG(status)}: tearing the run down",
+                  file=sys.stderr, flush=True)
+            try:
+                st = read_state(args.name)
+                teardown(st["run_id"], st.get("netns"), lab_dir(args.name),
+                         say=lambda m: print(f"keeper guard: {m}",
+                                             file=sys.stderr, flush=True))
+            except (DcblabError, OSError, KeyError) as e:
+                print(f"keeper guard: {e}", file=sys.stderr, flush=True)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python3 -m dcblab.lab.keeper")
+    ap.add_argument("name")
+    ap.add_argument("--backend", default=backends.DEFAULT)
+    ap.add_argument("--flavour")
+    ap.add_argument("--owner", type=int)
+    ap.add_argument("--accel")
+    ap.add_argument("--source", help="the topology file `up` was given")
+    return _guard(ap.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

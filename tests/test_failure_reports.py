@@ -1,0 +1,268 @@
+"""Failure reports: what a failed test shows and leaves behind.
+
+End to end, each case runs an inner pytest session (pytester, in a
+subprocess) that boots its own lab and fails on purpose: its report must
+carry the guests' evidence (traffic tools' output, the receiver's per-PCP
+flower counters, ifpriomaps, VLAN QoS maps, tracepoint counts) and name
+an artefact folder holding it whole; with --keep-lab-on-failure its lab
+must stay up. The rest checks the pieces without a guest.
+"""
+
+import re
+
+import pytest
+
+from dcblab.core.cmd import CmdError
+from dcblab.core.paths import ROOT
+from dcblab.guest.agent import AgentError, Result
+from dcblab.lab import Lab, LabError, leftovers, read_state
+from dcblab.testing import (KEEP_OUTPUT, NETPRIO, Guest, artefact_dir,
+                            filter_counters, gather, sections)
+
+VID, PRIO, COUNT = 100, 5, 200
+
+TRAFFIC = f'''
+import pytest
+
+from dcblab.testing import (NETPRIO, Sink, TraceCounter, cgroup, map_priority,
+                            send, traffic_classes)
+
+
+@pytest.fixture
+def breaks_on_teardown():
+    yield
+    raise RuntimeError("teardown fails on purpose too")
+
+
+def test_fails_after_traffic(lab, breaks_on_teardown):
+    dst = lab.topology.address("h2", {VID}, "ipv4")
+    traffic_classes(lab.h1, lab.h2, dst, {VID})
+    path, idx = cgroup(lab.h1, NETPRIO, "evid")
+    map_priority(lab.h1, path, "eth0.{VID}", {PRIO})
+    TraceCounter(lab.h1, "evid", f"prioidx == {{idx}}")
+    sink = Sink(lab.h2, "eth0", count={COUNT}, timeout=30, idle=2)
+    send(lab.h1, dst, count={COUNT}, cgroup=path)
+    sink.result()
+    assert False, "fails on purpose, after the traffic"
+'''
+
+FAILS = f'''
+from dcblab.testing import NETPRIO, cgroup, map_priority
+
+
+def test_fails_on_purpose(lab):
+    path, _ = cgroup(lab.h1, NETPRIO, "kept")
+    map_priority(lab.h1, path, "eth0.{VID}", {PRIO})
+    assert False, "fails on purpose"
+'''
+
+
+@pytest.fixture
+def inner(pytester, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+
+    def run(name, source, *options):
+        pytester.makepyfile(**{name: source})
+        return pytester.runpytest_subprocess(
+            "-p", "dcblab.testing.plugin", "-p", "no:cacheprovider",
+            "--artefacts", str(pytester.path / "artefacts"), *options,
+            timeout=240)
+    return run
+
+
+def _section(out, title):
+    """The text of one section of the failed call's report (pytest prints
+    `---- title ----`; errors of other phases come before FAILURES)."""
+    failures = out[out.index("= FAILURES ="):]
+    m = re.search(rf"^-{{4,}} {re.escape(title)} -{{4,}}$\n(.*?)"
+                  r"(?=^[-=_]{4,} .* [-=_]{4,}$)", failures, re.M | re.S)
+    assert m, f"no section {title!r} in:\n{out}"
+    return m.group(1)
+
+
+# --- end to end -----------------------------------------------------------
+
+def test_failed_test_reports_and_keeps_the_guests_evidence(inner, pytester):
+    folder = artefact_dir(pytester.path / "artefacts",
+                          "test_inner_traffic.py::test_fails_after_traffic")
+    folder.mkdir(parents=True)
+    (folder / "stale.txt").write_text("from a former run\n")
+
+    res = inner("test_inner_traffic", TRAFFIC)
+    res.assert_outcomes(failed=1, errors=1)
+    out = res.stdout.str()
+
+    tools = _section(out, "priosend/priosink")
+    assert f'"sent":{COUNT}' in tools
+    pcp = [COUNT if p == PRIO else 0 for p in range(8)]
+    assert f'"pcp":{pcp}'.replace(" ", "") in tools
+    counters = _section(out, "per-PCP counters (tc -s filter)")
+    # traffic_classes(): the filter of PCP p has pref 10 + p.
+    assert (f"h2 eth0 ingress pref {10 + PRIO} flower vlan_id {VID} "
+            f"vlan_prio {PRIO}: {COUNT} pkt (gact action pass)") \
+        in counters.splitlines()
+    cgroups = _section(out, "net_prio / net_cls cgroups")
+    assert re.search(rf"^h1 /sys/fs/cgroup/net_prio/evid: prioidx \d+, "
+                     rf"ifpriomap eth0\.{VID} {PRIO} ", cgroups, re.M)
+    vlans = _section(out, "VLAN QoS maps")
+    assert re.search(rf"^h1 eth0\.{VID} \(vid {VID} on eth0\): .*egress "
+                     rf".*\b{PRIO}:{PRIO}\b", vlans, re.M)
+    tracing = _section(out, "tracing")
+    assert re.search(rf"^h1 instance evid: tracing_on 1, 1 event\(s\): "
+                     rf"net_prio:netprio_skb_update if prioidx == \d+; "
+                     rf"entries {COUNT} overrun 0; hits "
+                     rf"net_prio:netprio_skb_update {COUNT}$", tracing, re.M)
+    assert f"{folder}/" in _section(out, "artefacts")
+
+    assert not (folder / "stale.txt").exists()
+    for name in ("report.txt", "commands.txt", "h1/console.log",
+                 "h1/qemu.log", "h1/cgroups.txt", "h1/tracing.txt",
+                 "h2/console.log", "h2/tc-filter.txt", "h2/vlan.txt",
+                 "h2/ip-link.txt", "h2/tc-qdisc.txt"):
+        assert (folder / name).is_file(), name
+    assert "fails on purpose, after the traffic" in \
+        (folder / "report.txt").read_text()
+    commands = (folder / "commands.txt").read_text()
+    assert f'"pcp":{pcp}'.replace(" ", "") in commands
+    filters = (folder / "h2/tc-filter.txt").read_text()
+    assert re.search(rf"vlan_prio {PRIO}\n(.*\n)*?\s*Sent \d+ bytes "
+                     rf"{COUNT} pkt", filters)
+    assert f"eth0.{VID} {PRIO}\n" in (folder / "h1/cgroups.txt").read_text()
+    # The test's second failure, its teardown, goes beside the first.
+    assert "teardown fails on purpose too" in \
+        (folder / "teardown/report.txt").read_text()
+
+
+def test_keep_lab_on_failure_leaves_the_lab_up_until_down(inner):
+    # -x: the failure ends the session, so the failed test's own state is
+    # kept, not the baseline.
+    res = inner("test_inner_keep", FAILS, "--keep-lab-on-failure", "-x")
+    out = res.stdout.str()
+    names = set(re.findall(r"lab (pytest-\d+) kept up", out)) | \
+        set(re.findall(r"(pytest-\d+)-keeper\.log", out))
+    try:
+        res.assert_outcomes(failed=1)
+        m = re.search(r"^lab (pytest-\d+) kept up: `bin/dcblab status --name "
+                      r"\1`, `bin/dcblab shell --name \1 h2`, `bin/dcblab "
+                      r"down --name \1`$", out, re.M)
+        assert m, out
+        name = m.group(1)
+        # The inner pytest has exited: the lab is up and has no owner.
+        state = read_state(name)
+        assert (state["status"], state["owner_pid"]) == ("up", None)
+        lab = Lab.attach(name)
+        rows = lab.machines["h1"].agent.run(
+            ["cat", f"{NETPRIO}/kept/net_prio.ifpriomap"]).stdout
+        assert f"eth0.{VID} {PRIO}" in rows.splitlines()
+        lab.down()
+        assert leftovers(name, state["run_id"]) == []
+    finally:
+        for name in names:
+            try:
+                Lab.attach(name).down()
+            except LabError:
+                pass            # down already, as it should be
+
+
+# --- the pieces -----------------------------------------------------------
+
+FLOWER_AND_CGROUP = """\
+filter protocol 802.1Q pref 15 flower chain 0 
+filter protocol 802.1Q pref 15 flower chain 0 handle 0x1 
+  vlan_id 100
+  vlan_prio 5
+  not_in_hw
+\taction order 1: gact action pass
+\t random type none pass val 0
+\t index 6 ref 1 bind 1 installed 48 sec used 47 sec firstused 47 sec
+\tAction statistics:
+\tSent 27600 bytes 300 pkt (dropped 0, overlimits 0 requeues 0) 
+\tbacklog 0b 0p requeues 0
+
+filter protocol all pref 1 cgroup chain 0 
+filter protocol all pref 1 cgroup chain 0 handle 0x1 
+\taction order 1: skbedit  priority :5 pipe
+\t index 1 ref 1 bind 1 installed 41 sec used 41 sec
+\tAction statistics:
+\tSent 0 bytes 0 pkt (dropped 0, overlimits 0 requeues 0) 
+\tbacklog 0b 0p requeues 0
+"""
+
+
+def test_filter_counters_read_one_entry_per_filter_from_tc_text():
+    # Text, not `tc -j`: iproute2 6.1 prints invalid JSON for cgroup
+    # filters ("options":{handle 0x1 ...).
+    assert filter_counters(FLOWER_AND_CGROUP) == [
+        (15, "flower", "vlan_id 100 vlan_prio 5", "gact action pass", 300),
+        (1, "cgroup", "", "skbedit priority :5 pipe", 0)]
+
+
+class _FakeMachine:
+    def __init__(self, name, agent, alive=True):
+        self.name, self.agent, self._alive = name, agent, alive
+
+    def alive(self):
+        return self._alive
+
+
+class _BrokenAgent:
+    def exec(self, argv, **kw):
+        raise AgentError("h9: agent socket closed")
+
+
+def test_evidence_that_cannot_be_gathered_is_reported_not_raised():
+    guests = [Guest(_FakeMachine("h9", _BrokenAgent())),
+              Guest(_FakeMachine("h8", _BrokenAgent(), alive=False))]
+    found = gather(guests)
+    errors = dict(sections(found, []))["evidence errors"].splitlines()
+    assert errors[0].startswith("h9: evidence not gathered: AgentError(")
+    assert "agent socket closed" in errors[0]
+    assert errors[1] == "h8: guest not running"
+
+
+class _EchoAgent:
+    """Answers every command with OUT on stdout and rc RC."""
+
+    def __init__(self, out, rc=0):
+        self.out, self.rc = out, rc
+
+    def run(self, argv, check=True, **kw):
+        if check and self.rc:
+            raise CmdError(argv, self.rc, self.out, "boom\n", where="h1")
+        return Result(list(argv), self.rc, self.out, "")
+
+    def spawn(self, argv, **kw):
+        return 42
+
+    def wait(self, pid, argv, timeout):
+        return Result(list(argv), self.rc, self.out, "")
+
+
+def test_history_keeps_what_commands_printed_clipped():
+    big = "x" * (3 * KEEP_OUTPUT)
+    g = Guest(_FakeMachine("h1", _EchoAgent(big)))
+    g.wait(g.spawn(["priosink", "-j"]))
+    spawned, collected = g.history
+    assert (spawned.outcome, spawned.stdout) == ("& (guest pid 42)", "")
+    assert collected.rc == 0
+    assert KEEP_OUTPUT < len(collected.stdout) < KEEP_OUTPUT + 100
+    assert f"[... {2 * KEEP_OUTPUT} characters cut ...]" in collected.stdout
+
+
+def test_history_keeps_the_output_of_a_command_that_failed():
+    g = Guest(_FakeMachine("h1", _EchoAgent("partial\n", rc=3)))
+    with pytest.raises(CmdError):
+        g.run(["cgwrite", "/x", "eth0 5"])
+    (c,) = g.history
+    assert (c.rc, c.stdout, c.stderr) == (3, "partial\n", "boom\n")
+    assert str(c).startswith("h1$ cgwrite /x 'eth0 5'  -> rc 3 (")
+
+
+@pytest.mark.parametrize("nodeid, name", [
+    ("tests/test_a.py::test_b", "tests_test_a.py_test_b"),
+    ("tests/test_a.py::test_b[lower-only]",
+     "tests_test_a.py_test_b_lower-only"),
+    ("t.py::test_c[eth0.100 five]", "t.py_test_c_eth0.100_five"),
+])
+def test_artefact_folder_is_named_after_the_test_id(tmp_path, nodeid, name):
+    assert artefact_dir(tmp_path, nodeid) == tmp_path / name
