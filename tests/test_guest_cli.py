@@ -40,6 +40,14 @@ def _pgrep(guest, pattern):
             and "ps -o" not in line]
 
 
+def _wait_for(cond, what, timeout=30):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
 # --- exec -------------------------------------------------------------------
 
 def test_exec_passes_stdout_stderr_and_exit_code_through(lab):
@@ -214,7 +222,7 @@ def test_shell_is_an_interactive_tty_with_job_control(lab):
         sh.expect(rb"42")
         # Ctrl-C reaches the guest's foreground process, not dcblab.
         sh.send(b"sleep 304\r")
-        time.sleep(1)
+        _wait_for(lambda: _pgrep(lab.h2, "sleep 304"), "sleep 304 to run")
         sh.send(b"\x03")
         sh.send(b"echo rc=$?\r")
         sh.expect(rb"rc=130")
