@@ -6,7 +6,7 @@ from ..backends import DEFAULT as DEFAULT_BACKEND
 from ..backends import names as backend_names
 from ..core import paths, proc
 from ..guest import AgentError
-from ..lab import Lab, LabError, list_labs, reap
+from ..lab import Lab, LabError, keeper_alive, list_labs, reap
 from ..topology import load
 from .common import (lab_name, named, need_images, note, say,
                      sigterm_as_exit)
@@ -51,7 +51,7 @@ def _lab_status(name, quick):
     lab = Lab.attach(name)
     state = lab.state
     keeper = state.get("keeper_pid")
-    kept = bool(keeper) and proc.alive(keeper, state.get("keeper_start"))
+    kept = keeper_alive(state)
     owner = state.get("owner_pid")
     hosts = []
     for hname, m in lab.machines.items():

@@ -14,7 +14,7 @@ from ..core import proc
 from ..core.errors import UsageError
 from ..guest.agent import AgentError, AgentTimeout, Commands
 from ..guest.console import Console
-from .runs import SOCKET, LabError, lab_dir, read_state
+from .runs import SOCKET, LabError, keeper_alive, lab_dir, read_state
 
 __all__ = ["Connection", "KeeperAgent", "LabMachine", "attach_guest"]
 
@@ -82,9 +82,8 @@ def _unreachable(name, err):
         st = read_state(name)
     except LabError as e:
         return str(e)
-    pid = st.get("keeper_pid")
-    if pid and not proc.alive(pid, st.get("keeper_start")):
-        return (f"lab {name}: its keeper (pid {pid}) is gone: `dcblab reap` "
+    if st.get("keeper_pid") and not keeper_alive(st):
+        return (f"lab {name}: its keeper (pid {st['keeper_pid']}) is gone: `dcblab reap` "
                 "removes what it left")
     return f"lab {name}: cannot reach its keeper ({err})"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..core import proc
 from . import wire
-from .runs import lab_dir, list_labs, run_root
+from .runs import keeper_alive, lab_dir, list_labs, run_root
 
 __all__ = ["run_tag", "run_pids", "teardown", "reap", "leftovers"]
 
@@ -66,8 +66,7 @@ def reap(say=print):
             st = json.loads((d / "state.json").read_text())
         except (OSError, ValueError):
             continue
-        keeper = st.get("keeper_pid")
-        if not (keeper and proc.alive(keeper, st.get("keeper_start"))):
+        if not keeper_alive(st):
             say(f"lab {name}: keeper gone, reaping run {st['run_id']}")
             teardown(st["run_id"], st.get("netns"), d, say)
             reaped.append(st["run_id"])

@@ -10,10 +10,12 @@ import os
 import re
 from pathlib import Path
 
+from ..core import proc
 from ..core.errors import DcblabError, UsageError
 
 __all__ = ["LabError", "run_root", "lab_dir", "list_labs", "read_state",
-           "write_state", "check_name", "NAME_PATTERN", "SOCKET", "TOPOLOGY"]
+           "write_state", "check_name", "keeper_alive", "NAME_PATTERN", "SOCKET",
+           "TOPOLOGY"]
 
 # In a lab's run directory: the keeper's socket, the topology's copy.
 SOCKET = "keeper.sock"
@@ -69,3 +71,10 @@ def write_state(name, state):
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(state, indent=1))
     tmp.replace(path)
+
+
+def keeper_alive(state):
+    """True while the keeper recorded in a lab's state runs (pid and start
+    time, so a reused pid does not count)."""
+    pid = state.get("keeper_pid")
+    return bool(pid) and proc.alive(pid, state.get("keeper_start"))
