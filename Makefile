@@ -15,13 +15,13 @@ PY := /usr/bin/python3
 DEBIAN_PACKAGES := linux-source-6.1 build-essential flex bison bc \
 	libelf-dev libssl-dev cpio xz-utils lz4 quilt \
 	qemu-system-x86 qemu-guest-agent busybox-static iproute2 ethtool \
-	tcpdump iperf3 bash mksh util-linux ncurses-base procps git python3 \
+	tcpdump iperf3 lldpad bash mksh util-linux ncurses-base procps git python3 \
 	python3-pytest python3-ply python3-git
 
 IMAGE := $(BUILD)/initramfs.cpio
 TOOLS_OUT := $(BUILD)/tools
 TOOLS := $(TOOLS_OUT)/priosend $(TOOLS_OUT)/priosink $(TOOLS_OUT)/cgwrite \
-	$(TOOLS_OUT)/dcblab-run
+	$(TOOLS_OUT)/dcblab-run $(TOOLS_OUT)/dcbnl-raw $(TOOLS_OUT)/dcbapp-netprio
 # guest-image/ holds only what goes into the image (scripts, settings,
 # contents) and mkinitramfs itself.
 IMAGE_INPUTS := $(wildcard guest-image/*) \
@@ -47,6 +47,10 @@ help:
 	@echo "  make clean       remove $(BUILD)"
 
 deps:
+	@# lldpad's package would start and enable an LLDP daemon in this
+	@# host's root namespace: policy-rc.d (exit 101) keeps it from starting
+	@# during the install, and it is disabled after; the lab runs it only
+	@# in the guests.
 	@# One dpkg-query for all packages (one per package took 0.8 s).
 	@missing=$$(dpkg-query -W -f='$${db:Status-Abbrev} $${Package}\n' \
 		$(DEBIAN_PACKAGES) 2>/dev/null | awk -v want="$(DEBIAN_PACKAGES)" \
@@ -58,7 +62,16 @@ deps:
 	echo "deps: installing" $$missing; \
 	[ "$$(id -u)" = 0 ] || { echo "deps: run as root (or sudo make deps) to install them" >&2; exit 1; }; \
 	export DEBIAN_FRONTEND=noninteractive; \
-	apt-get update -q && apt-get install -y -q --no-install-recommends $$missing
+	case " $$missing " in *" lldpad "*) \
+		[ -e /usr/sbin/policy-rc.d ] || { printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; \
+			chmod 755 /usr/sbin/policy-rc.d; trap 'rm -f /usr/sbin/policy-rc.d' EXIT; } ;; \
+	esac; \
+	apt-get update -q && apt-get install -y -q --no-install-recommends $$missing || exit 1; \
+	case " $$missing " in *" lldpad "*) \
+		deb-systemd-helper disable lldpad.service lldpad.socket >/dev/null 2>&1; \
+		update-rc.d lldpad disable >/dev/null 2>&1; \
+		echo "deps: lldpad installed for the guest image only: not started, not enabled on this host" ;; \
+	esac
 
 # FORCE=1: run the kernel's make, checkpatch and check-series even when
 # their stamps say nothing they read changed since their last clean run.

@@ -37,13 +37,28 @@ def _one_line(r):
      "no lab named 'x' is up"),
     (["up", "--name", "Bad_Name"], 2, "lab name 'Bad_Name' must match"),
     (["exec", "h1"], 2, "exec: nothing to run"),
+    (["demo", "dcbx", "a.toml", "b.toml"], 2,
+     "demo: one topology at most, got a.toml b.toml"),
 ], ids=["status", "down", "exec-no-lab", "logs", "console", "capture",
-        "bad-lab-name", "exec-no-argv"])
+        "bad-lab-name", "exec-no-argv", "demo-two-topologies"])
 def test_mistake_without_a_lab_is_one_line(tmp_path, args, rc, text):
     r = _dcblab(args, {"DCBLAB_RUN": str(tmp_path)})
     assert r.returncode == rc
     assert text in _one_line(r)
     assert list(tmp_path.iterdir()) == []   # nothing was started
+
+
+def test_demo_dcbx_on_a_topology_without_dcbx_is_one_line(tmp_path):
+    text = (ROOT / "topology" / "two-hosts.toml").read_text()
+    assert "\ndcbx = true\n" in text
+    topo = tmp_path / "no-dcbx.toml"
+    topo.write_text(text.replace("\ndcbx = true\n", "\n"))
+    run = tmp_path / "run"
+    run.mkdir()
+    r = _dcblab(["demo", "dcbx", str(topo)], {"DCBLAB_RUN": str(run)})
+    assert r.returncode == 2
+    assert "has no `dcbx = true`: lldpad would not run" in _one_line(r)
+    assert list(run.iterdir()) == []
 
 
 @pytest.mark.parametrize("var, value, text", [

@@ -3,7 +3,8 @@
 End to end, each case runs an inner pytest session (pytester, in a
 subprocess) that boots its own lab and fails on purpose: its report must
 carry the guests' evidence (traffic tools' output, the receiver's per-PCP
-flower counters, ifpriomaps, VLAN QoS maps, tracepoint counts) and name
+flower counters, ifpriomaps, VLAN QoS maps, tracepoint counts, lldpad's
+log) and name
 an artefact folder holding it whole; with --keep-lab-on-failure its lab
 must stay up. The rest checks the pieces without a guest.
 """
@@ -16,8 +17,9 @@ from dcblab.core.cmd import CmdError
 from dcblab.core.paths import ROOT
 from dcblab.guest.agent import AgentError, Result
 from dcblab.lab import Lab, LabError, leftovers, read_state
+from dcblab.lab import DCBAPP_LOG, LLDPAD_LOG
 from dcblab.testing import (KEEP_OUTPUT, NETPRIO, Guest, artefact_dir,
-                            filter_counters, gather, sections)
+                            evidence, filter_counters, gather, sections)
 
 VID, PRIO, COUNT = 100, 5, 200
 
@@ -112,14 +114,23 @@ def test_failed_test_reports_and_keeps_the_guests_evidence(inner, pytester):
                      rf"net_prio:netprio_skb_update if prioidx == \d+; "
                      rf"entries {COUNT} overrun 0; hits "
                      rf"net_prio:netprio_skb_update {COUNT}$", tracing, re.M)
+    # The shipped lab runs lldpad (dcbx = true): each guest's log, its
+    # first line the start mark of dcblab-lldpad.
+    lldpad = _section(out, "lldpad")
+    for host in ("h1", "h2"):
+        assert re.search(rf"^{host}: lldpad running \(pid \d+\); "
+                         rf"/run/lldpad\.log: last \d+ lines$", lldpad, re.M)
     assert f"{folder}/" in _section(out, "artefacts")
 
     assert not (folder / "stale.txt").exists()
     for name in ("report.txt", "commands.txt", "h1/console.log",
                  "h1/qemu.log", "h1/cgroups.txt", "h1/tracing.txt",
                  "h2/console.log", "h2/tc-filter.txt", "h2/vlan.txt",
-                 "h2/ip-link.txt", "h2/tc-qdisc.txt"):
+                 "h2/ip-link.txt", "h2/tc-qdisc.txt", "h1/lldpad.txt",
+                 "h2/lldpad.txt"):
         assert (folder / name).is_file(), name
+    assert "=== dcblab-lldpad: start at " in \
+        (folder / "h2/lldpad.txt").read_text()
     assert "fails on purpose, after the traffic" in \
         (folder / "report.txt").read_text()
     commands = (folder / "commands.txt").read_text()
@@ -231,11 +242,69 @@ class _EchoAgent:
             raise CmdError(argv, self.rc, self.out, "boom\n", where="h1")
         return Result(list(argv), self.rc, self.out, "")
 
+    def exec(self, argv, **kw):
+        return Result(list(argv), self.rc, self.out, "")
+
     def spawn(self, argv, **kw):
         return 42
 
     def wait(self, pid, argv, timeout):
         return Result(list(argv), self.rc, self.out, "")
+
+
+def _lldpad_items(status, log_lines):
+    """What the evidence script prints of lldpad: its status, its log."""
+    return ("@@dcblab-item lldpad status\n" + status +
+            f"@@dcblab-item lldpad {LLDPAD_LOG}\n" +
+            "".join(f"{line}\n" for line in log_lines))
+
+
+def test_report_shows_lldpad_state_and_the_last_lines_of_its_log():
+    log = [f"12:00:{n:02d}.000000 line {n}" for n in range(40)]
+    running = Guest(_FakeMachine("h1", _EchoAgent(_lldpad_items("85\n",
+                                                                log))))
+    gone = Guest(_FakeMachine("h2", _EchoAgent(_lldpad_items(
+        "dcblab-lldpad: lldpad not running\n", log[:3]))))
+    text = dict(sections(gather([running, gone]), []))["lldpad"]
+    shown = evidence.LLDPAD_SHOWN
+    assert text.splitlines() == (
+        [f"h1: lldpad running (pid 85); {LLDPAD_LOG}: last {shown} lines"]
+        + [f"  {line}" for line in log[-shown:]]
+        + [f"h2: lldpad not running; {LLDPAD_LOG}: last 3 lines"]
+        + [f"  {line}" for line in log[:3]])
+
+
+def test_report_has_no_lldpad_section_where_lldpad_never_ran():
+    g = Guest(_FakeMachine("h1", _EchoAgent("@@dcblab-item procs\n")))
+    assert "lldpad" not in dict(sections(gather([g]), []))
+
+
+def test_guest_script_writes_the_log_the_evidence_reads():
+    # Were they to disagree, reports would quietly say nothing of lldpad.
+    script = (ROOT / "guest-image" / "lldpad").read_text()
+    assert f" LOG={LLDPAD_LOG}\n" in script
+
+
+def test_report_shows_dcbapp_netprio_after_lldpad_where_it_ran():
+    items = (_lldpad_items("85\n", ["lldpad line"])
+             + "@@dcblab-item lldpad dcbapp-netprio status\n"
+             "dcblab-dcbapp: dcbapp-netprio not running\n"
+             f"@@dcblab-item lldpad {DCBAPP_LOG}\n"
+             "dcbapp-netprio: eth0: app sel 3 proto 4791 prio 5: cgroup "
+             "cgdcbx-3-4791 ifpriomap eth0 5, eth0.100 5\n")
+    g = Guest(_FakeMachine("h1", _EchoAgent(items)))
+    text = dict(sections(gather([g]), []))["lldpad"]
+    assert text.splitlines() == [
+        f"h1: lldpad running (pid 85); {LLDPAD_LOG}: last 1 lines",
+        "  lldpad line",
+        f"h1: dcbapp-netprio not running; {DCBAPP_LOG}: last 1 lines",
+        "  dcbapp-netprio: eth0: app sel 3 proto 4791 prio 5: cgroup "
+        "cgdcbx-3-4791 ifpriomap eth0 5, eth0.100 5"]
+
+
+def test_guest_dcbapp_script_writes_the_log_the_evidence_reads():
+    script = (ROOT / "guest-image" / "dcbapp").read_text()
+    assert f" LOG={DCBAPP_LOG}\n" in script
 
 
 def test_history_keeps_what_commands_printed_clipped():

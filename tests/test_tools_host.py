@@ -127,13 +127,15 @@ def test_c_unit_tests_pass(tools):
     r = _run(["make", "-s", "--no-print-directory", "-C", ROOT / "tools",
               f"OUT={tools}", "check"])
     assert r.returncode == 0, r.stdout + r.stderr
-    # One summary per test program: util/seqtrack, then dcblab-run.
+    # One summary per test program: util/seqtrack, dcblab-run, then
+    # dcbapp-netprio's parser and engine.
     summaries = re.findall(r"^(.*\d+ passed, (\d+) failed)$", r.stdout, re.M)
-    assert len(summaries) == 2, r.stdout
-    assert [failed for _, failed in summaries] == ["0", "0"], r.stdout
+    assert len(summaries) == 3, r.stdout
+    assert [failed for _, failed in summaries] == ["0", "0", "0"], r.stdout
 
 
-@pytest.mark.parametrize("tool", ["priosend", "priosink", "cgwrite"])
+@pytest.mark.parametrize("tool", ["priosend", "priosink", "cgwrite",
+                                  "dcbnl-raw", "dcbapp-netprio"])
 def test_help_exits_0_with_usage(tools, tool):
     r = _run([tools / tool, "-h"])
     assert r.returncode == 0 and r.stdout.startswith("usage:")
@@ -159,6 +161,20 @@ USAGE_ERRORS = {
         "no-operands": [],
         "one-operand": ["only-a-path"],
         "unknown-option": ["-x", "p", "v"],
+    },
+    # Refused before any netlink socket is opened.
+    "dcbnl-raw": {
+        "no-operands": [],
+        "no-hex": ["eth0", "ets"],
+        "unknown-kind": ["eth0", "bogus", "00"],
+        "ets-short": ["eth0", "ets", "00" * 58],
+        "reset-with-hex": ["eth0", "reset", "00"],
+    },
+    "dcbapp-netprio": {
+        "dev-with-slash": ["--dev", "a/b"],
+        "unknown-option": ["--bogus"],
+        "empty-cgroup-root": ["--cgroup-root="],
+        "operand": ["extra"],
     },
 }
 

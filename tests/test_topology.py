@@ -110,6 +110,10 @@ def test_shipped_lab_vlan_100_has_addresses_and_identity_maps(
     assert vlan.ingress_qos_map == IDENTITY
 
 
+def test_shipped_lab_runs_lldpad(shipped):
+    assert shipped.dcbx is True
+
+
 def test_topology_is_frozen(shipped):
     with pytest.raises(AttributeError):
         shipped.hosts[0].cpus = 4
@@ -128,6 +132,25 @@ def test_host_nic_and_link_defaults(tmp_path):
     nic = h1.nics[0]
     assert (nic.ipv4, nic.ipv6, nic.vlans) == (None, None, ())
     assert topo.link("l1").queues == 1
+
+
+def test_dcbx_defaults_to_false(tmp_path):
+    assert load(_write(tmp_path, BASE)).dcbx is False
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_dcbx_is_read_as_given(tmp_path, value):
+    text = f"dcbx = {str(value).lower()}\n" + BASE
+    assert load(_write(tmp_path, text)).dcbx is value
+
+
+@pytest.mark.parametrize("value, shown", [('"true"', '"true"'), ("1", "1"),
+                                          ("0", "0")])
+def test_dcbx_takes_only_a_toml_boolean(tmp_path, value, shown):
+    path = _write(tmp_path, f"dcbx = {value}\n" + BASE)
+    with pytest.raises(TopologyError) as exc:
+        load(path)
+    assert str(exc.value) == f"{path}: dcbx must be true or false, got {shown}"
 
 
 def test_vlan_maps_default_to_identity(tmp_path):

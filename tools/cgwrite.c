@@ -21,25 +21,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static const struct {
-	int err;
-	const char *name;
-} errnames[] = {
-	{ EINVAL, "EINVAL" }, { ENODEV, "ENODEV" }, { ENOENT, "ENOENT" },
-	{ EPERM, "EPERM" }, { EACCES, "EACCES" }, { EBUSY, "EBUSY" },
-	{ ENOSPC, "ENOSPC" }, { ERANGE, "ERANGE" }, { ENOMEM, "ENOMEM" },
-	{ EEXIST, "EEXIST" }, { ESRCH, "ESRCH" }, { EOPNOTSUPP, "EOPNOTSUPP" },
-	{ ENXIO, "ENXIO" }, { E2BIG, "E2BIG" }, { EBADF, "EBADF" },
-};
-
-static const char *errname(int err)
-{
-	for (size_t i = 0; i < sizeof(errnames) / sizeof(errnames[0]); i++)
-		if (errnames[i].err == err)
-			return errnames[i].name;
-	return "E?";
-}
-
 static void usage(void)
 {
 	printf("usage: cgwrite [-j] PATH VALUE\n"

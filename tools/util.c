@@ -100,7 +100,7 @@ int parse_options(int argc, char **argv, struct cli *cli)
 				err = cli->set(cli->ctx, c, optarg);
 		}
 	}
-	if (err || argc - optind == need)
+	if (err || cli->any_operands || argc - optind == need)
 		return err;
 	if (!need)
 		return usage_error("unexpected operand '%s'", argv[optind]);
@@ -369,4 +369,24 @@ void print_text(const char *fmt, ...)
 	va_start(ap, fmt);
 	vfprintf(out.fp, fmt, ap);
 	va_end(ap);
+}
+
+/* EINVAL for EINVAL: tests assert what the kernel answered by name. */
+static const struct {
+	int err;
+	const char *name;
+} errnames[] = {
+	{ EINVAL, "EINVAL" }, { ENODEV, "ENODEV" }, { ENOENT, "ENOENT" },
+	{ EPERM, "EPERM" }, { EACCES, "EACCES" }, { EBUSY, "EBUSY" },
+	{ ENOSPC, "ENOSPC" }, { ERANGE, "ERANGE" }, { ENOMEM, "ENOMEM" },
+	{ EEXIST, "EEXIST" }, { ESRCH, "ESRCH" }, { EOPNOTSUPP, "EOPNOTSUPP" },
+	{ ENXIO, "ENXIO" }, { E2BIG, "E2BIG" }, { EBADF, "EBADF" },
+};
+
+const char *errname(int err)
+{
+	for (size_t i = 0; i < sizeof(errnames) / sizeof(errnames[0]); i++)
+		if (errnames[i].err == err)
+			return errnames[i].name;
+	return "E?";
 }

@@ -30,6 +30,9 @@
 /* The name every message starts with: main() sets it first thing. */
 extern const char *progname;
 
+/* An errno's name ("EINVAL"), "E?" for one not in the table. */
+const char *errname(int err);
+
 /* CLOCK_MONOTONIC in seconds: immune to the wall clock being set. */
 double now(void);
 
@@ -43,6 +46,7 @@ struct cli {
 	const char *shortopts;
 	const struct option *longopts;	/* ends with COMMON_OPTIONS */
 	const char *operands;		/* e.g. "PATH VALUE"; NULL: none */
+	bool any_operands;		/* the tool counts its operands itself */
 	void (*usage)(void);
 	/* Every option but -h and -j; 0 or the exit status.  May be NULL. */
 	int (*set)(void *ctx, int c, const char *arg);

@@ -14,8 +14,9 @@ from ..backends import QemuVm, VmSpec, choose_accel
 from ..core import paths, proc
 from ..core.errors import DcblabError, UsageError
 from ..lab import Lab, leftovers
-from ..scenarios import two_cgroups_at_once
+from ..scenarios import app_chain, negotiate, two_cgroups_at_once
 from ..testing import LabHandle
+from ..testing.dcb import fresh_lldpad
 from ..topology import load
 from .common import need_images, say, sigterm_as_exit
 
@@ -329,6 +330,43 @@ def _suite_rows():
     return rows
 
 
+def _dcbx_rows(topo, args, accel):
+    """DCBX convergence and APP-chain times (dcblab/scenarios/dcbx.py),
+    each run in a lab of its own; rows of median and max."""
+    ets, whole, mapped, change, withdraw = [], [], [], [], []
+    for i in range(args.dcbx_runs):
+        say(f"bench: DCBX and APP chain {i + 1}/{args.dcbx_runs}")
+        lab = Lab(topo, f"bench-dcbx-{os.getpid()}")
+        try:
+            lab.up(owner_pid=os.getpid(), accel=accel)
+            handle = LabHandle(lab)
+            n = negotiate(handle)
+            ets.append(n.seconds)
+            whole.append(n.seconds_all)
+            fresh_lldpad([handle.h1, handle.h2])
+            r = app_chain(handle, burst=1000)
+        finally:
+            lab.down()
+        mapped.append(r.phases[0].seconds)
+        change.append(r.phases[1].seconds)
+        withdraw.append(r.phases[2].seconds)
+    med, n = statistics.median, args.dcbx_runs
+    rows = []
+    for name, values, what in (
+            ("DCBX: h2's ETS-REC -> h1's driver", ets,
+             "h1 willing; `dcb -j ets show` equal to the REC"),
+            ("  ETS, PFC and APP all", whole, "the same, all three equal"),
+            ("APP on h2 -> cgroup map on h1", mapped,
+             "dcbapp-netprio's ifpriomap on eth0 and eth0.100"),
+            ("APP prio change -> first new PCP", change,
+             "5 -> 3 under a 500 frames/s stream, counted on h2 (goal 2 s)"),
+            ("APP withdrawn -> first PCP 0", withdraw, "the same stream")):
+        rows.append((name, f"{med(values):.2f} s",
+                     f"median of {n} labs, max {max(values):.2f} s: {what}; "
+                     "from before the lldptool runs on h2, ~0.1 s resolution"))
+    return rows
+
+
 def bench(args):
     accel = choose_accel(paths.bzimage(), paths.initramfs())
     med = statistics.median
@@ -357,6 +395,8 @@ def bench(args):
         rows += _cycles(topo, args, accel)
     if args.rate_runs:
         rows += _rate_rows(topo, args, accel)
+    if args.dcbx_runs:
+        rows += _dcbx_rows(topo, args, accel)
     if args.suite:
         rows += _suite_rows()
     say(f"\n{'figure':<36} {'value':>10}  how measured ({accel}, "
@@ -393,6 +433,9 @@ def add_parsers(sub):
     p.add_argument("--rate-runs", type=int, default=3,
                    help="classification runs per vCPU setting (default 3; "
                         "0 skips)")
+    p.add_argument("--dcbx-runs", type=int, default=3,
+                   help="labs to time DCBX convergence and the APP chain in "
+                        "(default 3; 0 skips)")
     p.add_argument("--no-suite", dest="suite", action="store_false",
                    help="skip the warm and cold-check `make test` runs "
                         "(minutes; each boots a lab)")

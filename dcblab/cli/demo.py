@@ -1,5 +1,7 @@
 """`dcblab demo`: the two-VM lab up, what it holds, a ping across, the
-two-cgroup scenario live, down."""
+two-cgroup scenario live, down. `dcblab demo dcbx`: the lab up with lldpad,
+DCBX negotiation (h1's driver before and after) and the APP chain
+(APP entry -> cgroup -> ifpriomap -> PCP on h2) live, down."""
 
 import os
 import re
@@ -7,9 +9,12 @@ import tempfile
 import time
 
 from ..core import paths
+from ..core.errors import UsageError
 from ..lab import Lab
-from ..scenarios import DEFAULT_PRIOS, two_cgroups_at_once
+from ..scenarios import (DEFAULT_PRIOS, REC_PFC, ROCE_PORT, app_chain,
+                         negotiate, two_cgroups_at_once)
 from ..testing import LabHandle
+from ..testing.dcb import fresh_lldpad
 from ..topology import load
 from .common import need_images, say, sigterm_as_exit
 
@@ -137,16 +142,123 @@ def _verdict(result):
     return 0
 
 
+def _dcb_lines(state):
+    ets = state.ets
+    tcs = ",".join(f"{p}:{tc}" for p, tc in enumerate(ets["prio_tc"]))
+    tsa = " ".join(f"{t}:{a}" for t, a in enumerate(ets["tsa"])
+                   if t <= max(ets["prio_tc"]))
+    bw = "/".join(str(b) for b in ets["bw"][:max(ets["prio_tc"]) + 1])
+    return [f"ETS  prio-tc {tcs}; tsa {tsa}; bw {bw}",
+            f"PFC  {','.join(map(str, state.pfc)) or 'off'}",
+            "APP  " + (", ".join(f"udp {port} -> prio {prio}"
+                                 for port, prio in state.apps) or "none")]
+
+
+def _chain_table(result):
+    head = ("APP entry on h2 (prio,sel,port)", "cgroup on h1", "ifpriomap",
+            "PCP:count on h2", "first frame")
+    cells = [head]
+    for p in result.phases:
+        cells.append((p.what, "cgdcbx-3-4791" if p.ifpriomap else "(gone)",
+                      ", ".join(f"{d} {v}" for d, v in p.ifpriomap.items()
+                                if d != "lo") or "-",
+                      _fmt(p.pcp) or "-", f"{p.seconds:.2f} s"))
+    widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
+    for c in cells:
+        say("  " + "  ".join(x.ljust(w) for x, w in zip(c, widths)).rstrip())
+
+
+def demo_dcbx(topology=None, name="demo-dcbx"):
+    """DCBX between the guests and the APP chain, live (see
+    dcblab/scenarios/dcbx.py); exit 1 when an observation is not what the
+    scenario expects."""
+    topo = load(topology or paths.default_topology())
+    the_lab = Lab(topo, name)
+    say(f"dcblab demo dcbx: bringing up lab {name} ({topo.path}) ...")
+    t0 = time.monotonic()
+    wrong = []
+    try:
+        timings = the_lab.up(owner_pid=os.getpid(),
+                             progress=lambda m: say(f"  {m}"))
+        lab = LabHandle(the_lab)
+        say(f"\nlab {name} up in {timings['total']:.2f}s, lldpad running in "
+            "h1 and h2; h1 willing, h2 not")
+        say("\nDCBX: h2 recommends ETS (ETS-REC), PFC and an APP entry; "
+            "h1 takes them ...")
+        n = negotiate(lab)
+        say("  h1's driver before (dcb -j ... show dev eth0):")
+        for line in _dcb_lines(n.before):
+            say(f"    {line}")
+        say(f"  h1's driver after: ETS in {n.seconds:.2f} s, all three in "
+            f"{n.seconds_all:.2f} s:")
+        for line in _dcb_lines(n.after):
+            say(f"    {line}")
+        tcs = [lab.h1.read(f"/sys/class/net/eth0/queues/tx-{q}/"
+                           "traffic_class").strip() for q in range(8)]
+        say(f"  h1's TX queues 0-7 now in traffic classes {' '.join(tcs)}")
+        if n.after.pfc != sorted(REC_PFC):
+            wrong.append(f"h1's PFC {n.after.pfc}, not {REC_PFC}")
+
+        say(f"\nAPP chain: h2 advertises UDP {ROCE_PORT} (RoCEv2) -> "
+            "priority 5, changes it to 3, withdraws it; dcbapp-netprio on "
+            "h1 keeps cgdcbx-3-4791; a sender in that cgroup sends over "
+            "eth0.100 ...")
+        fresh_lldpad([lab.h1, lab.h2])
+        r = app_chain(lab)
+        _chain_table(r)
+        say(f"  first row: a burst of {r.burst_sent} frames, its time the "
+            "APP entry to the map on h1; the others: a steady stream, "
+            "counted over 1.5 s once the new PCP arrived, their time the "
+            "change on h2 to the first frame with the new PCP on h2")
+        say(f"  empty cgroup removed {r.cgroup_removed:.2f} s after the "
+            "sender exited")
+        for p in r.phases:
+            if set(p.pcp) != {p.prio}:
+                wrong.append(f"{p.what}: PCPs {_fmt(p.pcp)}, not only "
+                             f"{p.prio}")
+        splats = [s for m in the_lab.machines.values()
+                  for s in m.console.splats(since=0)]
+    finally:
+        the_lab.down()
+    say(f"\ndcblab demo dcbx: lab {name} down ({time.monotonic() - t0:.1f}s "
+        "in all)")
+    if splats:
+        say("kernel splats on the consoles:\n" + "\n".join(splats))
+        return 1
+    for w in wrong:
+        say(f"dcblab demo dcbx: FAILED: {w}")
+    return 1 if wrong else 0
+
+
 def cmd_demo(args):
+    what = list(args.what)
+    dcbx = bool(what) and what[0] == "dcbx"
+    if dcbx:
+        what.pop(0)
+    if len(what) > 1:
+        raise UsageError(f"demo: one topology at most, got "
+                         f"{' '.join(what)}")
+    topology = what[0] if what else None
+    if dcbx and not load(topology or paths.default_topology()).dcbx:
+        raise UsageError(f"demo dcbx: topology {topology} has no "
+                         "`dcbx = true`: lldpad would not run in its guests")
     need_images()
     sigterm_as_exit()
-    return demo(args.topology, args.name)
+    if dcbx:
+        return demo_dcbx(topology, args.name or "demo-dcbx")
+    return demo(topology, args.name or "demo")
 
 
 def add_parsers(sub):
     p = sub.add_parser("demo", help="bring the two-VM lab up, show it, ping "
                                     "across, run the two-cgroup scenario, "
-                                    "bring it down")
-    p.add_argument("topology", nargs="?", default=str(paths.default_topology()))
-    p.add_argument("--name", default="demo", help="lab name (default demo)")
+                                    "bring it down; `demo dcbx`: DCBX and "
+                                    "the APP chain instead",
+                       usage="dcblab demo [-h] [--name NAME] [dcbx] "
+                             "[TOPOLOGY]")
+    p.add_argument("what", nargs="*", metavar="[dcbx] [TOPOLOGY]",
+                   help="`dcbx` for the DCBX demo; a topology file "
+                        f"(default {paths.default_topology()})")
+    p.add_argument("--name", default=None,
+                   help="lab name (default demo, demo-dcbx)")
     p.set_defaults(func=cmd_demo)

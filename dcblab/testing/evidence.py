@@ -17,6 +17,11 @@ each) for:
              instance's one event: entries + overrun; of several: counted
              in the buffer) and its last lines, the buffer read only when
              it holds at most TRACE_READ_MAX lines
+  lldpad     in a lab with dcbx: ``dcblab-lldpad status`` (lldpad's pid)
+             and lldpad's log, /run/lldpad.log (its last LLDPAD_READ_MAX
+             lines); nothing where lldpad never ran. Likewise
+             dcbapp-netprio's status and log, /run/dcbapp-netprio.log,
+             where the daemon ran
 
 An item that fails is noted with its exit code or error, never raised:
 the evidence must not hide the failure it is about. ``sections()`` makes
@@ -31,13 +36,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..lab import DCBAPP_LOG, LLDPAD_LOG
 from .guest import clip
 
-__all__ = ["TOOLS", "TRACE_READ_MAX", "Item", "GuestEvidence", "gather",
-           "sections", "save", "artefact_dir", "filter_counters"]
+__all__ = ["TOOLS", "TRACE_READ_MAX", "LLDPAD_READ_MAX", "LLDPAD_SHOWN",
+           "Item", "GuestEvidence", "gather", "sections", "save",
+           "artefact_dir", "filter_counters"]
 
 TOOLS = ("priosend", "priosink")
 TRACE_READ_MAX = 1000
+# lldpad's log: lines read into the artefacts, lines shown in the report.
+LLDPAD_READ_MAX = 2000
+LLDPAD_SHOWN = 15
 
 # One shell script, not one agent command per item: under TCG each guest
 # command costs 15 ms and more, an ip or tc run 50-80 ms. Full paths for
@@ -131,13 +141,31 @@ for i in $T $T/instances/*; do
 		rm -f $tmp
 	fi
 done
-""".replace("@MAX@", str(TRACE_READ_MAX))
+# Only where lldpad ran (dcbx): the log outlives it, and says why it died.
+L=@LLDPAD_LOG@
+if [ -f $L ]; then
+	item lldpad status
+	/sbin/dcblab-lldpad status 2>&1
+	item lldpad $L
+	tail -n @LLDPAD_MAX@ $L 2>&1; st
+fi
+L=@DCBAPP_LOG@
+if [ -f $L ]; then
+	item lldpad dcbapp-netprio status
+	/sbin/dcblab-dcbapp status 2>&1
+	item lldpad $L
+	tail -n @LLDPAD_MAX@ $L 2>&1; st
+fi
+""".replace("@MAX@", str(TRACE_READ_MAX)) \
+    .replace("@LLDPAD_MAX@", str(LLDPAD_READ_MAX)) \
+    .replace("@LLDPAD_LOG@", LLDPAD_LOG) \
+    .replace("@DCBAPP_LOG@", DCBAPP_LOG)
 
 # Each kind of item and the file save() writes its items to.
 _FILES = {"procs": "procs.txt", "ip-link": "ip-link.txt",
           "tc-qdisc": "tc-qdisc.txt", "tc-filter": "tc-filter.txt",
           "cgroup": "cgroups.txt", "vlan": "vlan.txt",
-          "trace": "tracing.txt"}
+          "trace": "tracing.txt", "lldpad": "lldpad.txt"}
 
 
 @dataclass
@@ -222,6 +250,7 @@ def sections(evidence, history):
     add("net_prio / net_cls cgroups", _cgroups(evidence))
     add("VLAN QoS maps", _vlans(evidence))
     add("tracing", _tracing(evidence))
+    add("lldpad", _lldpad(evidence))
     add("tc -s qdisc", [line for ev in evidence for i in ev.of("tc-qdisc")
                         for line in _qdiscs(ev.guest, i)])
     add("guest commands", _commands(history))
@@ -425,6 +454,34 @@ def _tracing(evidence):
                 f"{'; '.join(events) or '-'}; entries {f.get('entries', '?')}"
                 f" overrun {f.get('overrun', '?')}"
                 + (f"; hits {', '.join(hits)}" if hits else ""))
+    return lines
+
+
+def _lldpad(evidence):
+    """Per guest where lldpad (or dcbapp-netprio) ran: running or not,
+    its log's last lines."""
+    lines = []
+    for ev in evidence:
+        for prog, log in (("lldpad", LLDPAD_LOG),
+                          ("dcbapp-netprio", DCBAPP_LOG)):
+            name = "status" if prog == "lldpad" else f"{prog} status"
+            status = [i for i in ev.of("lldpad") if i.name == name]
+            logs = [i for i in ev.of("lldpad") if i.name == log]
+            if not status and not logs:
+                continue
+            pid = status[0].text.strip() if status else ""
+            state = (f"running (pid {pid})" if pid.isdigit()
+                     else "not running")
+            if not logs:
+                lines.append(f"{ev.guest}: {prog} {state}")
+            for i in logs:
+                rows = i.text.rstrip("\n").splitlines()
+                shown = rows[-LLDPAD_SHOWN:]
+                lines.append(f"{ev.guest}: {prog} {state}; {i.name}: "
+                             + (f"last {len(shown)} lines" if shown
+                                else "empty")
+                             + (f" [{i.error}]" if i.error else ""))
+                lines += [f"  {r}" for r in shown]
     return lines
 
 

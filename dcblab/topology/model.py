@@ -68,6 +68,9 @@ class Topology:
     path: str
     hosts: tuple[Host, ...]
     links: tuple[Link, ...]
+    # lldpad (LLDP, and DCBX where the NIC's driver does DCB) runs in
+    # every guest of the lab
+    dcbx: bool = False
 
     def host(self, name: str) -> Host:
         return _find(self.hosts, name, "host", self.path)

@@ -26,7 +26,7 @@ _HOST_NAME = re.compile(r"[a-z][a-z0-9]{0,7}")
 _LINK_NAME = _HOST_NAME
 _NIC_NAME = re.compile(r"eth[0-9]+")
 
-_TOP_KEYS = ("name", "hosts", "links")
+_TOP_KEYS = ("name", "dcbx", "hosts", "links")
 _HOST_KEYS = ("memory_mib", "cpus", "nics")
 _NIC_KEYS = ("ipv4", "ipv6", "vlans")
 _VLAN_KEYS = ("id", "ipv4", "ipv6", "egress_qos_map", "ingress_qos_map")
@@ -82,6 +82,7 @@ class _Parser:
     def topology(self, doc: dict) -> Topology:
         self.keys(doc, _TOP_KEYS)
         name = self.name(doc)
+        dcbx = self.bool(doc, "dcbx", False)
 
         hosts_t = doc.get("hosts", {})
         self.table(hosts_t, "hosts")
@@ -118,7 +119,7 @@ class _Parser:
                               queues=on_link[key][1])
                  for key, nic in nics.items()}
         return Topology(
-            name=name, path=self.path,
+            name=name, path=self.path, dcbx=dcbx,
             hosts=tuple(replace(h, nics=tuple(built[(h.name, n.name)]
                                               for n in h.nics))
                         for h in hosts),
@@ -259,6 +260,18 @@ class _Parser:
             self.fail(where, f"{key} must be an integer, got {_show(v)}")
         if not lo <= v <= hi:
             self.fail(where, f"{key} must be {lo}..{hi}, got {v}")
+        return v
+
+    def bool(self, table: dict, key: str, default: bool,
+             where: str = "") -> bool:
+        if key not in table:
+            return default
+        v = table[key]
+        # Only TOML true/false: "true", 1 and 0 are refused, as "8" is
+        # for an integer.
+        if not isinstance(v, bool):
+            self.fail(*filter(None, (where, f"{key} must be true or false, "
+                                            f"got {_show(v)}")))
         return v
 
     def addr(self, table: dict, key: str, where: str):

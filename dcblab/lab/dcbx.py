@@ -1,0 +1,64 @@
+"""lldpad in a guest: the LLDP and DCBX agent a lab with ``dcbx = true``
+runs in every guest, through the guest's ``dcblab-lldpad`` script
+(guest-image/lldpad); and dcbapp-netprio, the daemon that turns the APP
+entries DCBX installs into net_prio cgroups, started where it is wanted
+(the APP chain scenario, ``dcblab demo dcbx``) through ``dcblab-dcbapp``
+(guest-image/dcbapp)."""
+
+from ..core.cmd import CmdError
+from .runs import LabError
+
+__all__ = ["LLDPAD_LOG", "start_lldpad", "stop_lldpad", "lldpad_pid",
+           "DCBAPP_LOG", "start_dcbapp", "stop_dcbapp", "dcbapp_pid"]
+
+# In the guest; kept across restarts of lldpad (failure reports read it).
+LLDPAD_LOG = "/run/lldpad.log"
+DCBAPP_LOG = "/run/dcbapp-netprio.log"
+# dcblab-lldpad bounds its own wait for `lldptool -p` at 10 s; the agent
+# waits a little longer, so the script's error is the one reported.
+_START_TIMEOUT = 20.0
+
+
+def _script(machine, verb, timeout, script="dcblab-lldpad", args=()):
+    try:
+        return machine.run([script, verb, *args], timeout=timeout)
+    except CmdError as e:
+        why = (e.stderr or e.stdout).strip() or f"exit {e.rc}"
+        raise LabError(f"{machine.name}: {script} {verb} failed "
+                       f"(rc {e.rc}): {why}") from None
+
+
+def start_lldpad(machine):
+    """Start lldpad with fresh state; returns once `lldptool -p` answers
+    in the guest. Raises LabError with the script's message (which names
+    what it awaited and ends with lldpad's last log lines)."""
+    _script(machine, "start", _START_TIMEOUT)
+
+
+def stop_lldpad(machine):
+    """Stop lldpad and remove its state (nothing if it is not running)."""
+    _script(machine, "stop", 15.0)
+
+
+def lldpad_pid(machine):
+    """lldpad's pid in the guest, or None if it is not running."""
+    res = machine.run(["dcblab-lldpad", "status"], check=False)
+    return int(res.stdout) if res.rc == 0 else None
+
+
+def start_dcbapp(machine, *args):
+    """Start dcbapp-netprio (with --cleanup, logging to DCBAPP_LOG, args
+    added: e.g. "--dev", "eth0"); returns once it logged that it listens.
+    LabError with the script's message otherwise."""
+    _script(machine, "start", 15.0, "dcblab-dcbapp", args)
+
+
+def stop_dcbapp(machine):
+    """Stop dcbapp-netprio (SIGTERM: its empty cgdcbx-* cgroups go)."""
+    _script(machine, "stop", 15.0, "dcblab-dcbapp")
+
+
+def dcbapp_pid(machine):
+    """dcbapp-netprio's pid in the guest, or None if it is not running."""
+    res = machine.run(["dcblab-dcbapp", "status"], check=False)
+    return int(res.stdout) if res.rc == 0 else None

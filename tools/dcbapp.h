@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * dcbapp-netprio's two halves, apart from its sockets and options so the
+ * unit tests run them on bytes and on a directory in /tmp:
+ *
+ * The parser: pure functions over a received buffer (no I/O, no global
+ * state).  It reads the dcbnl messages net/dcb/dcbnl.c builds with
+ * dcbnl_ieee_fill() (the RTNLGRP_DCB notification after every
+ * DCB_CMD_IEEE_SET / _DEL, and the reply to DCB_CMD_IEEE_GET), each the
+ * full APP table of one port, and the RTM_NEWLINK / RTM_DELLINK of
+ * RTNLGRP_LINK.  Every problem is reported, one line naming the message,
+ * the attribute and why, through a dcbapp_report callback.
+ *
+ * What a malformed message changes (nothing, or only its valid entries):
+ *   - broken framing (nlmsghdr or nlattr lengths, a truncated nest,
+ *     leftover bytes), a bad or missing DCB_ATTR_IFNAME, no APP table, a
+ *     DCB_ATTR_IEEE_APP whose payload is not a 4-byte struct dcb_app, or
+ *     more than DCBAPP_MAX_ENTRIES entries: the whole message is ignored
+ *     and the port keeps the table it had, since a table read in part
+ *     would make the entries it lost look deleted;
+ *   - an entry with an unknown selector (not 1..5), a priority above 7 or
+ *     a DSCP above 63: that entry is skipped and its (selector, protocol)
+ *     is "frozen": the port keeps whatever it had for that pair, so an
+ *     invalid entry neither creates, changes nor removes a cgroup.  The
+ *     message's other entries are applied.
+ *
+ * The engine: the ports' tables in, cgroups and net_prio.ifpriomap writes
+ * out.  Each (selector, protocol) present on some port has one net_prio
+ * cgroup, cgdcbx-SELECTOR-PROTOCOL (decimal, cgdcbxd's name), whose
+ * ifpriomap gives each port holding the pair its priority (the highest,
+ * when the port holds several), on the port and on every VLAN device
+ * stacked on it (found under SYSFS/class/net/PORT/upper_*, DEVTYPE=vlan in
+ * the upper's uevent; VLANs on VLANs too).  An entry that goes away sets
+ * its devices to 0 and the cgroup is removed once no entry uses it and no
+ * task is in it; a cgroup with tasks stays, map 0, and is removed when
+ * empty (checked at every dcbapp_reconcile()).  What the engine wrote is
+ * kept in memory, so a reconcile writes and logs only what changed.
+ */
+#ifndef DCBLAB_DCBAPP_H
+#define DCBLAB_DCBAPP_H
+
+#include <net/if.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define DCBAPP_MAX_ENTRIES	1024	/* per port and message */
+#define DCBAPP_MAX_PORTS	64
+#define DCBAPP_MAX_CGROUPS	512
+#define DCBAPP_MAX_DEVS		32	/* a port and its VLANs, per cgroup */
+#define DCBAPP_PREFIX		"cgdcbx-"
+
+/* A problem found in a message: one line, no newline. */
+struct dcbapp_report {
+	void (*fn)(void *ctx, const char *line);
+	void *ctx;
+};
+
+/* One netlink message of a buffer; data points into that buffer. */
+struct dcbapp_msg {
+	uint16_t type, flags;
+	uint32_t seq, pid;
+	const uint8_t *data;	/* the nlmsghdr */
+	size_t len;		/* nlmsg_len */
+};
+
+/*
+ * The message at *off in buf[0..len): 1 and *off past it, 0 at the end,
+ * -1 when the header is truncated or its nlmsg_len impossible (reported;
+ * the rest of the buffer cannot be framed and is dropped).
+ */
+int dcbapp_next_msg(const uint8_t *buf, size_t len, size_t *off,
+		    struct dcbapp_msg *m, const struct dcbapp_report *r);
+
+/* struct dcb_app, in host order as the kernel copies it out. */
+struct dcbapp_entry {
+	uint8_t selector, priority;
+	uint16_t protocol;
+};
+
+struct dcbapp_table {
+	char ifname[IFNAMSIZ];
+	uint8_t cmd;			/* DCB_CMD_IEEE_GET, _SET or _DEL */
+	int n, nfrozen;
+	struct dcbapp_entry e[DCBAPP_MAX_ENTRIES];
+	/* (selector, protocol) of skipped entries; priority unused */
+	struct dcbapp_entry frozen[DCBAPP_MAX_ENTRIES];
+};
+
+enum dcbapp_parsed {
+	DCBAPP_TABLE,		/* *t holds a port's table */
+	DCBAPP_OTHER,		/* a DCB message without an IEEE table (CEE,...) */
+	DCBAPP_MALFORMED,	/* reported; ignore it */
+};
+
+/* An RTM_GETDCB or RTM_SETDCB message; see the top of this file. */
+enum dcbapp_parsed dcbapp_parse_dcb(const struct dcbapp_msg *m,
+				    struct dcbapp_table *t,
+				    const struct dcbapp_report *r);
+
+struct dcbapp_link {
+	bool del;			/* RTM_DELLINK */
+	int ifindex;
+	char ifname[IFNAMSIZ];
+};
+
+/* RTM_NEWLINK / RTM_DELLINK; 0, or -1 when malformed (reported). */
+int dcbapp_parse_link(const struct dcbapp_msg *m, struct dcbapp_link *l,
+		      const struct dcbapp_report *r);
+
+/* NLMSG_ERROR: the errno (positive; 0 for an ack) and the request's seq. */
+int dcbapp_parse_error(const struct dcbapp_msg *m, int *err, uint32_t *seq,
+		       const struct dcbapp_report *r);
+
+/* The DCB_CMD_IEEE_GET request for ifname; its length, 0 if size is short. */
+size_t dcbapp_build_ieee_get(uint8_t *buf, size_t size, const char *ifname,
+			     uint32_t seq);
+
+/* The kernel's dev_valid_name(): no '/', ':' or space, not "." or "..". */
+bool dcbapp_valid_ifname(const char *name);
+
+/* "known" selectors of IEEE 802.1Qaz: 1 ethertype .. 5 DSCP. */
+const char *dcbapp_selector_name(unsigned int selector);
+
+/* What the engine logs: one event, one line. */
+enum dcbapp_event_kind {
+	DCBAPP_EV_APP,		/* port's entry set: devs get prio */
+	DCBAPP_EV_APP_GONE,	/* port's entry gone: devs back to 0 */
+	DCBAPP_EV_MULTI,	/* several priorities for one entry */
+	DCBAPP_EV_CREATED,	/* cgroup made */
+	DCBAPP_EV_REMOVED,	/* cgroup removed */
+	DCBAPP_EV_KEPT,		/* cgroup kept: it has tasks */
+	DCBAPP_EV_MALFORMED,	/* text: what the parser reported */
+	DCBAPP_EV_ERROR,	/* text: a write, mkdir, ... failed */
+	DCBAPP_EV_INFO,		/* text */
+	DCBAPP_EV_DEBUG,	/* text; printed with --verbose only */
+};
+
+struct dcbapp_event {
+	enum dcbapp_event_kind kind;
+	const char *port;	/* "" when not known (cgroup found at start) */
+	const char *cgroup;
+	struct dcbapp_entry app;
+	uint8_t prio_mask;	/* DCBAPP_EV_MULTI: the priorities held */
+	int ndevs;
+	const char *devs[DCBAPP_MAX_DEVS];
+	uint8_t prios[DCBAPP_MAX_DEVS];
+	long tasks;		/* DCBAPP_EV_KEPT */
+	const char *text;
+	bool dry_run;
+};
+
+/*
+ * One line to fp: "dcbapp-netprio: eth0: app sel 3 proto 4791 prio 5:
+ * cgroup cgdcbx-3-4791 ifpriomap eth0 5, eth0.100 5", or with json one
+ * object, {"event":"app","port":"eth0",...}.
+ */
+void dcbapp_print_event(FILE *fp, bool json, const struct dcbapp_event *ev);
+
+struct dcbapp_config {
+	const char *cgroot;	/* the net_prio hierarchy's mount point */
+	const char *sysfs;	/* /sys, or a fake tree */
+	bool dry_run;		/* log the writes, make none */
+	/*
+	 * cgroot is a plain directory (tests): a new cgroup gets empty
+	 * net_prio.ifpriomap and cgroup.procs files, a write appends a line
+	 * to ifpriomap (the last line for a device is its value), and rmdir
+	 * first removes both files.
+	 */
+	bool fake_cgroupfs;
+	void (*log)(void *ctx, const struct dcbapp_event *ev);
+	void *log_ctx;
+};
+
+struct dcbapp_dev {
+	char name[IFNAMSIZ];
+	char port[IFNAMSIZ];	/* whose entry set it; "" unknown */
+	uint8_t prio;
+};
+
+struct dcbapp_cgroup {
+	struct dcbapp_entry key;	/* priority unused */
+	char name[32];
+	bool exists;			/* the directory is there (or would be) */
+	bool kept_logged;
+	long kept_tasks;
+	int ndevs;
+	struct dcbapp_dev devs[DCBAPP_MAX_DEVS];	/* written, nonzero */
+};
+
+struct dcbapp_port {
+	char name[IFNAMSIZ];
+	int n;
+	struct dcbapp_entry e[DCBAPP_MAX_ENTRIES];
+};
+
+/* Large: make it static. */
+struct dcbapp_state {
+	struct dcbapp_config cfg;
+	int nports, ncgroups;
+	struct dcbapp_port ports[DCBAPP_MAX_PORTS];
+	struct dcbapp_cgroup cgroups[DCBAPP_MAX_CGROUPS];
+	int errors;			/* failed writes, mkdirs, rmdirs */
+};
+
+void dcbapp_init(struct dcbapp_state *s, const struct dcbapp_config *cfg);
+/* One free-text event (kind INFO, ERROR, MALFORMED or DEBUG) through the
+ * state's log callback; an ERROR counts in s->errors. */
+void dcbapp_logf(struct dcbapp_state *s, enum dcbapp_event_kind kind,
+		 const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/*
+ * Take over the cgdcbx-* cgroups already under cgroot (an earlier run's):
+ * their nonzero ifpriomap lines count as written, so the next reconcile
+ * keeps what is still wanted and zeroes and removes the rest.
+ */
+void dcbapp_adopt(struct dcbapp_state *s);
+/* t becomes the port's table (frozen pairs keep their old entries). */
+void dcbapp_set_table(struct dcbapp_state *s, const struct dcbapp_table *t);
+/* The port is gone: as if its table were empty. */
+void dcbapp_drop_port(struct dcbapp_state *s, const char *port);
+/* Bring the cgroups in line with the tables and the devices now. */
+void dcbapp_reconcile(struct dcbapp_state *s);
+/* Remove every managed cgroup without tasks (--cleanup at exit). */
+void dcbapp_cleanup(struct dcbapp_state *s);
+/* The managed cgroups and their maps: one object, for --once. */
+void dcbapp_print_state(FILE *fp, bool json, const struct dcbapp_state *s);
+
+#endif

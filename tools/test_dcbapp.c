@@ -1,0 +1,1291 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Tests of dcbapp-netprio: the parser on messages built byte by byte the
+ * way net/dcb/dcbnl.c builds them (dcbnl_newmsg() + dcbnl_ieee_fill()),
+ * and broken in every way dcbapp.h lists; the engine against a fake cgroup
+ * root and a fake sysfs in a temporary directory; the binary's command
+ * line (never its socket: that would be the host's netlink).
+ *
+ *   test_dcbapp OUT/dcbapp-netprio
+ */
+#define _GNU_SOURCE	/* nftw */
+#include "check.h"
+#include "dcbapp.h"
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <linux/dcbnl.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int checks_passed, checks_failed;
+
+/* ---- messages, as the kernel's nlmsg_put() / nla_put() lay them out ---- */
+
+struct mb {
+	uint8_t buf[16384];
+	size_t len, nlh;
+};
+
+static void mb_raw(struct mb *b, const void *data, size_t len)
+{
+	if (len)
+		memcpy(b->buf + b->len, data, len);
+	b->len += len;
+}
+
+static void mb_pad(struct mb *b)
+{
+	while (b->len % 4)
+		b->buf[b->len++] = 0;
+}
+
+static void mb_msg(struct mb *b, uint16_t type, uint8_t cmd, uint32_t seq,
+		   uint32_t pid)
+{
+	struct nlmsghdr h = { .nlmsg_type = type, .nlmsg_seq = seq,
+			      .nlmsg_pid = pid };
+	struct dcbmsg d = { .dcb_family = AF_UNSPEC, .cmd = cmd };
+
+	mb_pad(b);
+	b->nlh = b->len;
+	mb_raw(b, &h, sizeof(h));
+	mb_raw(b, &d, sizeof(d));
+	mb_pad(b);
+}
+
+static void mb_put(struct mb *b, uint16_t type, const void *data,
+		   size_t len)
+{
+	struct nlattr a = { .nla_len = NLA_HDRLEN + len, .nla_type = type };
+
+	mb_raw(b, &a, sizeof(a));
+	mb_raw(b, data, len);
+	mb_pad(b);
+}
+
+static size_t mb_nest(struct mb *b, uint16_t type)
+{
+	size_t start = b->len;
+
+	mb_put(b, type, NULL, 0);
+	return start;
+}
+
+static void mb_nest_end(struct mb *b, size_t start)
+{
+	uint16_t len = b->len - start;
+
+	memcpy(b->buf + start, &len, sizeof(len));
+}
+
+static void mb_end(struct mb *b)
+{
+	uint32_t len = b->len - b->nlh;
+
+	memcpy(b->buf + b->nlh, &len, sizeof(len));
+}
+
+/* Where mb_ieee() put its attributes, to break them in place. */
+static struct {
+	size_t pfc, app_table, dcbx;
+} at;
+
+/* dcbnl_ieee_fill() of a driver with ETS, PFC, peer APP and getdcbx. */
+static void mb_ieee(struct mb *b, uint16_t type, uint8_t cmd, uint32_t seq,
+		    const char *ifname, const struct dcb_app *apps, int n)
+{
+	struct ieee_ets ets = { .ets_cap = 8, .prio_tc = { 0, 1, 2, 3 } };
+	struct ieee_pfc pfc = { .pfc_cap = 8, .pfc_en = 0x20 };
+	struct dcb_peer_app_info info = { 0 };
+	struct dcb_app peer = { 2, 7, 4791 };
+	uint8_t dcbx = DCB_CAP_DCBX_HOST | DCB_CAP_DCBX_VER_IEEE;
+	size_t ieee, app;
+
+	mb_msg(b, type, cmd, seq, 0);
+	mb_put(b, DCB_ATTR_IFNAME, ifname, strlen(ifname) + 1);
+	ieee = mb_nest(b, DCB_ATTR_IEEE);
+	mb_put(b, DCB_ATTR_IEEE_ETS, &ets, sizeof(ets));
+	at.pfc = b->len;
+	mb_put(b, DCB_ATTR_IEEE_PFC, &pfc, sizeof(pfc));
+	at.app_table = b->len;
+	app = mb_nest(b, DCB_ATTR_IEEE_APP_TABLE);
+	for (int i = 0; i < n; i++)
+		mb_put(b, DCB_ATTR_IEEE_APP, &apps[i], sizeof(apps[i]));
+	mb_nest_end(b, app);
+	mb_put(b, DCB_ATTR_IEEE_PEER_ETS, &ets, sizeof(ets));
+	/* dcbnl_build_peer_app(): the same DCB_ATTR_IEEE_APP, not ours. */
+	app = mb_nest(b, DCB_ATTR_IEEE_PEER_APP);
+	mb_put(b, DCB_ATTR_IEEE_APP_UNSPEC, &info, sizeof(info));
+	mb_put(b, DCB_ATTR_IEEE_APP, &peer, sizeof(peer));
+	mb_nest_end(b, app);
+	mb_nest_end(b, ieee);
+	at.dcbx = b->len;
+	mb_put(b, DCB_ATTR_DCBX, &dcbx, sizeof(dcbx));
+	mb_end(b);
+}
+
+static void set_u16(struct mb *b, size_t off, uint16_t v)
+{
+	memcpy(b->buf + off, &v, 2);
+}
+
+/* ---- what the parser reported ---- */
+
+static char reports[1 << 18];
+static int nreports;
+
+static void on_report(void *ctx, const char *line)
+{
+	(void)ctx;
+	nreports++;
+	snprintf(reports + strlen(reports), sizeof(reports) - strlen(reports),
+		 "%s\n", line);
+}
+
+static const struct dcbapp_report rep = { on_report, NULL };
+
+static struct dcbapp_table table;
+
+/* The one message in b, parsed; reports from scratch. */
+static enum dcbapp_parsed parse(const struct mb *b)
+{
+	struct dcbapp_msg m;
+	size_t off = 0;
+
+	reports[0] = '\0';
+	nreports = 0;
+	if (dcbapp_next_msg(b->buf, b->len, &off, &m, &rep) != 1)
+		return -1;
+	return dcbapp_parse_dcb(&m, &table, &rep);
+}
+
+static bool reported(const char *text)
+{
+	if (getenv("TEST_DCBAPP_DEBUG"))
+		fprintf(stderr, "reports: %s", reports);
+	return strstr(reports, text) != NULL;
+}
+
+static const struct dcb_app two[] = {
+	{ IEEE_8021QAZ_APP_SEL_DGRAM, 5, 4791 },
+	{ IEEE_8021QAZ_APP_SEL_ETHERTYPE, 3, 0x8906 },
+};
+
+static void test_notification_of_ieee_set_is_a_table(void)
+{
+	static struct mb b;
+
+	b.len = 0;
+	mb_ieee(&b, RTM_SETDCB, DCB_CMD_IEEE_SET, 7, "eth0", two, 2);
+	CHECK(parse(&b) == DCBAPP_TABLE);
+	CHECK(!strcmp(table.ifname, "eth0"));
+	CHECK(table.cmd == DCB_CMD_IEEE_SET);
+	CHECK(table.n == 2 && table.nfrozen == 0);
+	CHECK(table.e[0].selector == 3 && table.e[0].priority == 5 &&
+	      table.e[0].protocol == 4791);
+	CHECK(table.e[1].selector == 1 && table.e[1].priority == 3 &&
+	      table.e[1].protocol == 0x8906);
+	CHECK(nreports == 0);
+}
+
+static void test_reply_to_ieee_get_is_a_table(void)
+{
+	static struct mb b;
+
+	b.len = 0;
+	mb_ieee(&b, RTM_GETDCB, DCB_CMD_IEEE_GET, 1, "eth1", two, 1);
+	CHECK(parse(&b) == DCBAPP_TABLE);
+	CHECK(!strcmp(table.ifname, "eth1") && table.n == 1);
+}
+
+static void test_ieee_del_leaving_no_entry_is_an_empty_table(void)
+{
+	static struct mb b;
+
+	b.len = 0;
+	mb_ieee(&b, RTM_SETDCB, DCB_CMD_IEEE_DEL, 9, "eth0", NULL, 0);
+	CHECK(parse(&b) == DCBAPP_TABLE);
+	CHECK(table.n == 0 && table.cmd == DCB_CMD_IEEE_DEL);
+}
+
+static void test_peer_app_entries_are_not_the_table(void)
+{
+	static struct mb b;
+
+	b.len = 0;
+	mb_ieee(&b, RTM_SETDCB, DCB_CMD_IEEE_SET, 7, "eth0", NULL, 0);
+	CHECK(parse(&b) == DCBAPP_TABLE);
+	CHECK(table.n == 0);	/* the peer's {2, 7, 4791} is not counted */
+}
+
+static void test_cee_message_is_not_an_ieee_table(void)
+{
+	static struct mb b;
+
+	b.len = 0;
+	mb_msg(&b, RTM_SETDCB, DCB_CMD_CEE_GET, 3, 0);
+	mb_put(&b, DCB_ATTR_IFNAME, "eth0", 5);
+	mb_end(&b);
+	CHECK(parse(&b) == DCBAPP_OTHER);
+	CHECK(nreports == 0);
+}
+
+static void test_duplicate_entries_count_once(void)
+{
+	static const struct dcb_app dup[] = { { 3, 5, 4791 }, { 3, 5, 4791 } };
+	static struct mb b;
+
+	b.len = 0;
+	mb_ieee(&b, RTM_SETDCB, DCB_CMD_IEEE_SET, 7, "eth0", dup, 2);
+	CHECK(parse(&b) == DCBAPP_TABLE && table.n == 1);
+}
+
+static void test_two_messages_in_one_datagram_are_both_read(void)
+{
+	static struct mb b;
+	struct dcbapp_msg m;
+	size_t off = 0;
+
+	b.len = 0;
+	mb_ieee(&b, RTM_SETDCB, DCB_CMD_IEEE_SET, 1, "eth0", two, 2);
+	mb_ieee(&b, RTM_SETDCB, DCB_CMD_IEEE_SET, 2, "eth1", two, 1);
+	CHECK(dcbapp_next_msg(b.buf, b.len, &off, &m, &rep) == 1 &&
+	      m.seq == 1);
+	CHECK(dcbapp_next_msg(b.buf, b.len, &off, &m, &rep) == 1 &&
+	      m.seq == 2 && dcbapp_parse_dcb(&m, &table, &rep) ==
+	      DCBAPP_TABLE && !strcmp(table.ifname, "eth1"));
+	CHECK(dcbapp_next_msg(b.buf, b.len, &off, &m, &rep) == 0);
+}
+
+static void test_truncated_nlmsghdr_drops_the_rest(void)
+{
+	static struct mb b;
+	struct dcbapp_msg m;
+	size_t off = 0;
+
+	b.len = 0;
+	mb_ieee(&b, RTM_SETDCB, DCB_CMD_IEEE_SET, 1, "eth0", two, 2);
+	reports[0] = '\0';
+	CHECK(dcbapp_next_msg(b.buf, 10, &off, &m, &rep) == -1);
+	CHECK(off == 10 && reported("too short for a struct nlmsghdr"));
+	off = 0;
+	CHECK(dcbapp_next_msg(b.buf, b.len - 4, &off, &m, &rep) == -1);
+	CHECK(reported("nlmsg_len"));
+	/* nlmsg_len below its own header */
+	set_u16(&b, 0, 8);
+	off = 0;
+	CHECK(dcbapp_next_msg(b.buf, b.len, &off, &m, &rep) == -1);
+}
+
+static void test_message_too_short_for_dcbmsg_is_ignored(void)
+{
+	static struct mb b;
+
+	b.len = 0;
+	mb_msg(&b, RTM_SETDCB, DCB_CMD_IEEE_SET, 1, 0);
+	b.len = NLMSG_HDRLEN + 2;
+	mb_end(&b);
+	CHECK(parse(&b) == DCBAPP_MALFORMED &&
+	      reported("too short for a struct dcbmsg"));
+}
+
+static void test_nla_len_beyond_message_is_malformed(void)
+{
+	static struct mb b;
+
+	b.len = 0;
+	mb_ieee(&b, RTM_SETDCB, DCB_CMD_IEEE_SET, 4, "eth0", two, 2);
+	set_u16(&b, at.dcbx, 200);
+	CHECK(parse(&b) == DCBAPP_MALFORMED);
+	CHECK(reported("RTM_SETDCB seq 4 cmd IEEE_SET: attribute type 14: "
+		       "nla_len 200, only 8 bytes left: message ignored"));
+	CHECK(table.n == 0);
+}
+
+static void test_nla_len_below_header_is_malformed_at_each_level(void)
+{
+	static struct mb b;
+	size_t app;
+
+	b.len = 0;
+	mb_ieee(&b, RTM_SETDCB, DCB_CMD_IEEE_SET, 4, "eth0", two, 2);
+	set_u16(&b, NLMSG_HDRLEN + 4, 2);	/* DCB_ATTR_IFNAME */
+	CHECK(parse(&b) == DCBAPP_MALFORMED && reported("nla_len 2 is "
+							"below"));
+
+	b.len = 0;
+	mb_ieee(&b, RTM_SETDCB, DCB_CMD_IEEE_SET, 4, "eth0", two, 2);
+	set_u16(&b, at.pfc, 3);
+	CHECK(parse(&b) == DCBAPP_MALFORMED &&
+	      reported("(eth0): DCB_ATTR_IEEE: attribute type 2: nla_len 3"));
+
+	b.len = 0;
+	mb_ieee(&b, RTM_SETDCB, DCB_CMD_IEEE_SET, 4, "eth0", two, 2);
+	app = at.app_table;
+	set_u16(&b, app + 4 + 8, 0);		/* the second entry */
+	CHECK(parse(&b) == DCBAPP_MALFORMED &&
+	      reported("DCB_ATTR_IEEE/DCB_ATTR_IEEE_APP_TABLE: attribute "
+		       "type 1: nla_len 0") && table.n == 0);
+}
+
+static void test_nest_longer_than_its_parent_is_malformed(void)
+{
+	static struct mb b;
+	size_t app;
+
+	b.len = 0;
+	mb_ieee(&b, RTM_SETDCB, DCB_CMD_IEEE_SET, 4, "eth0", two, 2);
+	app = at.app_table;
+	set_u16(&b, app, 400);
+	CHECK(parse(&b) == DCBAPP_MALFORMED &&
+	      reported("DCB_ATTR_IEEE: attribute type 3: nla_len 400"));
+
+	/* The whole message cut inside the APP table. */
+	b.len = 0;
+	mb_ieee(&b, RTM_SETDCB, DCB_CMD_IEEE_SET, 4, "eth0", two, 2);
+	b.len = app + 4 + 8 + 2;
+	mb_end(&b);
+	CHECK(parse(&b) == DCBAPP_MALFORMED && table.n == 0);
+}
+
+static void test_stray_bytes_after_attributes_are_malformed(void)
+{
+	static struct mb b;
+
+	b.len = 0;
+	mb_ieee(&b, RTM_SETDCB, DCB_CMD_IEEE_SET, 4, "eth0", two, 2);
+	b.buf[b.len] = b.buf[b.len + 1] = 0;
+	b.len += 2;
+	mb_end(&b);
+	CHECK(parse(&b) == DCBAPP_MALFORMED &&
+	      reported("2 stray bytes after the last attribute"));
+}
+
+static void test_app_with_wrong_payload_size_ignores_the_message(void)
+{
+	static const size_t sizes[] = { 0, 3, 5, 8 };
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		static struct mb b;
+		uint8_t payload[8] = { 3, 5, 0xb7, 0x12, 0, 0, 0, 0 };
+		size_t ieee, app;
+		char want[64];
+
+		b.len = 0;
+		mb_msg(&b, RTM_SETDCB, DCB_CMD_IEEE_SET, 5, 0);
+		mb_put(&b, DCB_ATTR_IFNAME, "eth0", 5);
+		ieee = mb_nest(&b, DCB_ATTR_IEEE);
+		app = mb_nest(&b, DCB_ATTR_IEEE_APP_TABLE);
+		mb_put(&b, DCB_ATTR_IEEE_APP, &two[0], sizeof(two[0]));
+		mb_put(&b, DCB_ATTR_IEEE_APP, payload, sizes[i]);
+		mb_nest_end(&b, app);
+		mb_nest_end(&b, ieee);
+		mb_end(&b);
+		snprintf(want, sizeof(want), "DCB_ATTR_IEEE_APP #2: payload "
+			 "of %zu bytes", sizes[i]);
+		CHECK(parse(&b) == DCBAPP_MALFORMED && reported(want));
+		CHECK(table.n == 0);
+	}
+}
+
+/* One entry, next to a good one; the good one stays, the bad is frozen. */
+static void check_bad_entry(struct dcb_app bad, const char *why)
+{
+	static struct mb b;
+	struct dcb_app apps[2] = { two[1], bad };
+
+	b.len = 0;
+	mb_ieee(&b, RTM_SETDCB, DCB_CMD_IEEE_SET, 6, "eth0", apps, 2);
+	CHECK(parse(&b) == DCBAPP_TABLE);
+	CHECK(table.n == 1 && table.e[0].protocol == 0x8906);
+	CHECK(table.nfrozen == 1 && table.frozen[0].selector == bad.selector &&
+	      table.frozen[0].protocol == bad.protocol);
+	CHECK(nreports == 1 && reported(why) &&
+	      reported("RTM_SETDCB seq 6 cmd IEEE_SET (eth0): "
+		       "DCB_ATTR_IEEE_APP #2"));
+}
+
+static void test_unknown_selectors_are_skipped(void)
+{
+	check_bad_entry((struct dcb_app){ 0, 1, 80 }, "unknown selector");
+	check_bad_entry((struct dcb_app){ 6, 1, 80 }, "unknown selector");
+	check_bad_entry((struct dcb_app){ 255, 1, 80 }, "unknown selector");
+}
+
+static void test_priority_above_seven_is_skipped(void)
+{
+	check_bad_entry((struct dcb_app){ 3, 8, 4791 }, "priority above 7");
+	check_bad_entry((struct dcb_app){ 2, 255, 80 }, "priority above 7");
+}
+
+static void test_dscp_above_63_is_skipped(void)
+{
+	static const struct dcb_app ok = { IEEE_8021QAZ_APP_SEL_DSCP, 4, 63 };
+	static struct mb b;
+
+	check_bad_entry((struct dcb_app){ 5, 4, 64 }, "DSCP above 63");
+	b.len = 0;
+	mb_ieee(&b, RTM_SETDCB, DCB_CMD_IEEE_SET, 6, "eth0", &ok, 1);
+	CHECK(parse(&b) == DCBAPP_TABLE && table.n == 1 && !nreports);
+}
+
+/* More entries than a table holds: ignored whole, never written past. */
+static void test_oversized_tables_are_malformed(void)
+{
+	static struct dcb_app many[DCBAPP_MAX_ENTRIES + 50];
+	static struct mb b;
+	const int n = DCBAPP_MAX_ENTRIES + 50;
+
+	for (int i = 0; i < n; i++)
+		many[i] = (struct dcb_app){ 2, 3, (uint16_t)(1000 + i) };
+	b.len = 0;
+	mb_ieee(&b, RTM_SETDCB, DCB_CMD_IEEE_SET, 6, "eth0", many, n);
+	CHECK(parse(&b) == DCBAPP_MALFORMED &&
+	      reported("more than 1024 entries") && table.n == 0);
+	for (int i = 0; i < n; i++)
+		many[i].selector = 6;
+	b.len = 0;
+	mb_ieee(&b, RTM_SETDCB, DCB_CMD_IEEE_SET, 6, "eth0", many, n);
+	CHECK(parse(&b) == DCBAPP_MALFORMED &&
+	      reported("more than 1024 invalid entries") &&
+	      table.nfrozen == 0);
+}
+
+static void check_bad_ifname(const void *name, size_t len, const char *why)
+{
+	static struct mb b;
+	size_t ieee, app;
+
+	b.len = 0;
+	mb_msg(&b, RTM_SETDCB, DCB_CMD_IEEE_SET, 8, 0);
+	mb_put(&b, DCB_ATTR_IFNAME, name, len);
+	ieee = mb_nest(&b, DCB_ATTR_IEEE);
+	app = mb_nest(&b, DCB_ATTR_IEEE_APP_TABLE);
+	mb_put(&b, DCB_ATTR_IEEE_APP, &two[0], sizeof(two[0]));
+	mb_nest_end(&b, app);
+	mb_nest_end(&b, ieee);
+	mb_end(&b);
+	CHECK(parse(&b) == DCBAPP_MALFORMED && reported("DCB_ATTR_IFNAME: ") &&
+	      reported(why) && table.n == 0);
+}
+
+static void test_bad_ifname_ignores_the_message(void)
+{
+	check_bad_ifname("eth0", 4, "4 bytes without a NUL");
+	check_bad_ifname("abcdefghijklmnop", 17, "name of 16 bytes");
+	check_bad_ifname("", 1, "'' is not a valid device name");
+	check_bad_ifname("../x", 5, "'../x' is not a valid device name");
+	check_bad_ifname("..", 3, "is not a valid");
+	check_bad_ifname("a b", 4, "is not a valid");
+}
+
+static void test_missing_attributes_ignore_the_message(void)
+{
+	static struct mb b;
+	size_t ieee;
+
+	b.len = 0;
+	mb_msg(&b, RTM_SETDCB, DCB_CMD_IEEE_SET, 8, 0);
+	mb_end(&b);
+	CHECK(parse(&b) == DCBAPP_MALFORMED && reported("no DCB_ATTR_IFNAME"));
+
+	b.len = 0;
+	mb_msg(&b, RTM_SETDCB, DCB_CMD_IEEE_SET, 8, 0);
+	mb_put(&b, DCB_ATTR_IFNAME, "eth0", 5);
+	mb_end(&b);
+	CHECK(parse(&b) == DCBAPP_MALFORMED && reported("no DCB_ATTR_IEEE:"));
+
+	b.len = 0;
+	mb_msg(&b, RTM_SETDCB, DCB_CMD_IEEE_SET, 8, 0);
+	mb_put(&b, DCB_ATTR_IFNAME, "eth0", 5);
+	ieee = mb_nest(&b, DCB_ATTR_IEEE);
+	mb_nest_end(&b, ieee);
+	mb_end(&b);
+	CHECK(parse(&b) == DCBAPP_MALFORMED &&
+	      reported("no DCB_ATTR_IEEE_APP_TABLE"));
+}
+
+/*
+ * Every cut and many flipped bytes of a good message: never a crash (the
+ * run under ASan/valgrind shows more), and a table only of valid entries.
+ */
+static void test_cut_and_corrupted_messages_never_yield_bad_entries(void)
+{
+	static struct mb good, b;
+	static const struct dcb_app apps[] = {
+		{ 3, 5, 4791 }, { 5, 2, 46 }, { 1, 3, 0x8906 }, { 2, 4, 3260 },
+	};
+	uint32_t rnd = 12345;
+	bool all_valid = true, any_table = false;
+	struct dcbapp_msg m;
+
+	good.len = 0;
+	mb_ieee(&good, RTM_SETDCB, DCB_CMD_IEEE_SET, 1, "eth0", apps, 4);
+	for (size_t cut = 0; cut <= good.len; cut++) {
+		size_t off = 0;
+
+		b = good;
+		b.len = cut;
+		if (cut >= NLMSG_HDRLEN)
+			mb_end(&b);
+		while (dcbapp_next_msg(b.buf, b.len, &off, &m, NULL) > 0)
+			dcbapp_parse_dcb(&m, &table, NULL);
+	}
+	for (int round = 0; round < 20000; round++) {
+		size_t off = 0;
+
+		b = good;
+		for (int k = 0; k < 1 + round % 4; k++) {
+			rnd = rnd * 1103515245 + 12345;
+			b.buf[(rnd >> 8) % b.len] = rnd >> 20;
+		}
+		while (dcbapp_next_msg(b.buf, b.len, &off, &m, NULL) > 0) {
+			if (m.type != RTM_SETDCB && m.type != RTM_GETDCB)
+				continue;
+			if (dcbapp_parse_dcb(&m, &table, NULL) != DCBAPP_TABLE)
+				continue;
+			any_table = true;
+			for (int i = 0; i < table.n; i++)
+				all_valid &= dcbapp_selector_name(
+					table.e[i].selector) &&
+					table.e[i].priority < 8 &&
+					(table.e[i].selector != 5 ||
+					 table.e[i].protocol < 64);
+			all_valid &= dcbapp_valid_ifname(table.ifname);
+		}
+	}
+	CHECK(all_valid);
+	CHECK(any_table);
+}
+
+static void test_ieee_get_request_is_what_dcb_doit_wants(void)
+{
+	uint8_t buf[64], small[16];
+	struct nlmsghdr h;
+	struct dcbmsg d;
+	struct nlattr a;
+	size_t len = dcbapp_build_ieee_get(buf, sizeof(buf), "eth0", 42);
+
+	CHECK(len == NLMSG_HDRLEN + 4 + NLA_ALIGN(NLA_HDRLEN + 5));
+	memcpy(&h, buf, sizeof(h));
+	memcpy(&d, buf + NLMSG_HDRLEN, sizeof(d));
+	memcpy(&a, buf + NLMSG_HDRLEN + 4, sizeof(a));
+	CHECK(h.nlmsg_len == len && h.nlmsg_type == RTM_GETDCB &&
+	      h.nlmsg_flags == NLM_F_REQUEST && h.nlmsg_seq == 42);
+	CHECK(d.dcb_family == AF_UNSPEC && d.cmd == DCB_CMD_IEEE_GET);
+	CHECK(a.nla_type == DCB_ATTR_IFNAME && a.nla_len == NLA_HDRLEN + 5 &&
+	      !memcmp(buf + NLMSG_HDRLEN + 8, "eth0\0\0\0\0", 8));
+	CHECK(dcbapp_build_ieee_get(small, sizeof(small), "eth0", 1) == 0);
+}
+
+static void test_error_answer_gives_errno_and_request_seq(void)
+{
+	static struct mb b;
+	struct nlmsgerr e = { .error = -EOPNOTSUPP,
+			      .msg = { .nlmsg_seq = 17 } };
+	struct nlmsghdr h = { .nlmsg_len = NLMSG_HDRLEN + sizeof(e),
+			      .nlmsg_type = NLMSG_ERROR, .nlmsg_seq = 17 };
+	struct dcbapp_msg m;
+	uint32_t seq;
+	size_t off = 0;
+	int err;
+
+	b.len = 0;
+	mb_raw(&b, &h, sizeof(h));
+	mb_raw(&b, &e, sizeof(e));
+	CHECK(dcbapp_next_msg(b.buf, b.len, &off, &m, &rep) == 1);
+	CHECK(!dcbapp_parse_error(&m, &err, &seq, &rep) &&
+	      err == EOPNOTSUPP && seq == 17);
+	m.len = NLMSG_HDRLEN + 2;
+	CHECK(dcbapp_parse_error(&m, &err, &seq, &rep) == -1);
+}
+
+static void test_link_messages_give_name_and_kind(void)
+{
+	static struct mb b;
+	struct ifinfomsg ifi = { .ifi_index = 5 };
+	struct nlmsghdr h = { .nlmsg_type = RTM_DELLINK };
+	struct dcbapp_link l;
+	struct dcbapp_msg m;
+	size_t off = 0;
+
+	b.len = 0;
+	mb_raw(&b, &h, sizeof(h));
+	mb_raw(&b, &ifi, sizeof(ifi));
+	mb_put(&b, IFLA_MTU, "\xdc\x05\0\0", 4);
+	mb_put(&b, IFLA_IFNAME, "eth0.100", 9);
+	b.nlh = 0;
+	mb_end(&b);
+	CHECK(dcbapp_next_msg(b.buf, b.len, &off, &m, &rep) == 1);
+	CHECK(!dcbapp_parse_link(&m, &l, &rep) && l.del && l.ifindex == 5 &&
+	      !strcmp(l.ifname, "eth0.100"));
+	reports[0] = '\0';
+	m.len = NLMSG_HDRLEN + sizeof(ifi) + 8;	/* only IFLA_MTU */
+	CHECK(dcbapp_parse_link(&m, &l, &rep) == -1 &&
+	      reported("RTM_DELLINK seq 0 ifindex 5: no IFLA_IFNAME"));
+}
+
+/* ---- the engine, on a fake cgroup root and sysfs ---- */
+
+static char dir[] = "/tmp/dcbapp-test.XXXXXX";
+static char cgroot[64], sysfs[64];
+static struct dcbapp_state st;
+static char *log_buf;
+static size_t log_len;
+static FILE *log_fp;
+static bool log_json;
+
+static void on_event(void *ctx, const struct dcbapp_event *ev)
+{
+	(void)ctx;
+	/* Outside log_begin() .. log_end() the lines are not looked at. */
+	if (ev->kind != DCBAPP_EV_DEBUG && log_fp)
+		dcbapp_print_event(log_fp, log_json, ev);
+}
+
+static void log_begin(void)
+{
+	log_fp = open_memstream(&log_buf, &log_len);
+}
+
+/* The lines logged since log_begin(); valid until the next log_end(). */
+static const char *log_end(void)
+{
+	static char *last;
+
+	fclose(log_fp);
+	log_fp = NULL;
+	free(last);
+	last = log_buf;
+	return last;
+}
+
+static int rm_one(const char *path, const struct stat *sb, int flag,
+		  struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+/* rm -rf, without a shell. */
+static void rm_rf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void rm_rf(const char *fmt, ...)
+{
+	char path[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(path, sizeof(path), fmt, ap);
+	va_end(ap);
+	nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void make_dir(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void make_dir(const char *fmt, ...)
+{
+	char path[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(path, sizeof(path), fmt, ap);
+	va_end(ap);
+	if (mkdir(path, 0755))
+		fprintf(stderr, "test_dcbapp: mkdir %s: %s\n", path,
+			strerror(errno));
+}
+
+static void put_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	if (f) {
+		fputs(text, f);
+		fclose(f);
+	}
+}
+
+static void add_dev(const char *name, const char *devtype, const char *lower)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "%s/class/net/%s", sysfs, name);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/class/net/%s/uevent", sysfs, name);
+	put_file(path, devtype ? devtype : "INTERFACE=x\n");
+	if (lower) {
+		char target[64];
+
+		snprintf(target, sizeof(target), "../%s", name);
+		snprintf(path, sizeof(path), "%s/class/net/%s/upper_%s", sysfs,
+			 lower, name);
+		if (symlink(target, path))
+			fprintf(stderr, "test_dcbapp: %s: %s\n", path,
+				strerror(errno));
+	}
+}
+
+static void fake_begin(bool dry_run)
+{
+	struct dcbapp_config cfg = {
+		.cgroot = cgroot, .sysfs = sysfs, .dry_run = dry_run,
+		.fake_cgroupfs = true, .log = on_event,
+	};
+
+	rm_rf("%s", cgroot);
+	rm_rf("%s", sysfs);
+	make_dir("%s", cgroot);
+	make_dir("%s", sysfs);
+	make_dir("%s/class", sysfs);
+	make_dir("%s/class/net", sysfs);
+	add_dev("eth0", NULL, NULL);
+	add_dev("eth1", NULL, NULL);
+	add_dev("eth0.100", "DEVTYPE=vlan\nINTERFACE=eth0.100\n", "eth0");
+	add_dev("br0", "DEVTYPE=bridge\n", "eth0");
+	dcbapp_init(&st, &cfg);
+}
+
+/* What the fake ifpriomap says for dev: its last line; -1 if none. */
+static int map_of(const char *cg, const char *dev)
+{
+	char path[256], name[32];
+	unsigned int prio;
+	int v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s/net_prio.ifpriomap", cgroot, cg);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fscanf(f, "%31s %u", name, &prio) == 2)
+		if (!strcmp(name, dev))
+			v = prio;
+	fclose(f);
+	return v;
+}
+
+static int map_lines(const char *cg)
+{
+	char path[256];
+	int n = 0, c;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s/net_prio.ifpriomap", cgroot, cg);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while ((c = fgetc(f)) != EOF)
+		n += c == '\n';
+	fclose(f);
+	return n;
+}
+
+static bool cg_exists(const char *cg)
+{
+	char path[256];
+	struct stat s;
+
+	snprintf(path, sizeof(path), "%s/%s", cgroot, cg);
+	return !stat(path, &s);
+}
+
+static void set_tasks(const char *cg, const char *pids)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "%s/%s/cgroup.procs", cgroot, cg);
+	put_file(path, pids);
+}
+
+/* A port's table, as dcbapp_parse_dcb() would leave it. */
+static void apply(const char *port, const struct dcbapp_entry *e, int n)
+{
+	static struct dcbapp_table t;
+
+	memset(&t, 0, sizeof(t));
+	snprintf(t.ifname, sizeof(t.ifname), "%s", port);
+	t.n = n;
+	if (n)
+		memcpy(t.e, e, n * sizeof(*e));
+	dcbapp_set_table(&st, &t);
+	dcbapp_reconcile(&st);
+}
+
+static const struct dcbapp_entry roce5 = { 3, 5, 4791 };
+#define LINE_ROCE5 "dcbapp-netprio: eth0: app sel 3 proto 4791 prio 5: " \
+	"cgroup cgdcbx-3-4791 ifpriomap eth0 5, eth0.100 5\n"
+
+static void test_new_entry_maps_port_and_vlan_uppers(void)
+{
+	fake_begin(false);
+	log_begin();
+	apply("eth0", &roce5, 1);
+	CHECK(!strcmp(log_end(), "dcbapp-netprio: cgroup cgdcbx-3-4791 "
+		      "created\n" LINE_ROCE5));
+	CHECK(map_of("cgdcbx-3-4791", "eth0") == 5);
+	CHECK(map_of("cgdcbx-3-4791", "eth0.100") == 5);
+	CHECK(map_of("cgdcbx-3-4791", "br0") == -1);	/* not a VLAN */
+	CHECK(map_of("cgdcbx-3-4791", "eth1") == -1);
+
+	log_begin();
+	dcbapp_reconcile(&st);
+	CHECK(!strcmp(log_end(), ""));
+	CHECK(map_lines("cgdcbx-3-4791") == 2);	/* nothing rewritten */
+	CHECK(st.errors == 0);
+}
+
+static void test_priority_change_rewrites_the_map(void)
+{
+	struct dcbapp_entry e = { 3, 6, 4791 };
+
+	fake_begin(false);
+	apply("eth0", &roce5, 1);
+	log_begin();
+	apply("eth0", &e, 1);
+	CHECK(!strcmp(log_end(), "dcbapp-netprio: eth0: app sel 3 proto 4791 "
+		      "prio 6: cgroup cgdcbx-3-4791 ifpriomap eth0 6, "
+		      "eth0.100 6\n"));
+	CHECK(map_of("cgdcbx-3-4791", "eth0") == 6);
+	CHECK(map_of("cgdcbx-3-4791", "eth0.100") == 6);
+}
+
+static void test_removed_entry_without_tasks_removes_the_cgroup(void)
+{
+	fake_begin(false);
+	apply("eth0", &roce5, 1);
+	log_begin();
+	apply("eth0", NULL, 0);
+	CHECK(!strcmp(log_end(), "dcbapp-netprio: eth0: app sel 3 proto 4791 "
+		      "gone: cgroup cgdcbx-3-4791 ifpriomap eth0 0, "
+		      "eth0.100 0\n"
+		      "dcbapp-netprio: cgroup cgdcbx-3-4791 removed\n"));
+	CHECK(!cg_exists("cgdcbx-3-4791"));
+	CHECK(st.ncgroups == 0);
+}
+
+static void test_removed_entry_with_tasks_keeps_cgroup_at_zero(void)
+{
+	fake_begin(false);
+	apply("eth0", &roce5, 1);
+	set_tasks("cgdcbx-3-4791", "123\n456\n");
+	log_begin();
+	apply("eth0", NULL, 0);
+	CHECK(!strcmp(log_end(), "dcbapp-netprio: eth0: app sel 3 proto 4791 "
+		      "gone: cgroup cgdcbx-3-4791 ifpriomap eth0 0, "
+		      "eth0.100 0\n"
+		      "dcbapp-netprio: cgroup cgdcbx-3-4791 kept: 2 task(s) "
+		      "in it, their traffic falls back to priority 0; "
+		      "removed once empty\n"));
+	CHECK(cg_exists("cgdcbx-3-4791"));
+	CHECK(map_of("cgdcbx-3-4791", "eth0") == 0);
+	CHECK(map_of("cgdcbx-3-4791", "eth0.100") == 0);
+
+	log_begin();
+	dcbapp_reconcile(&st);		/* the periodic check: still there */
+	CHECK(!strcmp(log_end(), ""));
+
+	set_tasks("cgdcbx-3-4791", "");
+	log_begin();
+	dcbapp_reconcile(&st);
+	CHECK(!strcmp(log_end(), "dcbapp-netprio: cgroup cgdcbx-3-4791 "
+		      "removed\n"));
+	CHECK(!cg_exists("cgdcbx-3-4791"));
+}
+
+static void test_entry_back_before_cgroup_empties_reuses_it(void)
+{
+	fake_begin(false);
+	apply("eth0", &roce5, 1);
+	set_tasks("cgdcbx-3-4791", "123\n");
+	apply("eth0", NULL, 0);
+	log_begin();
+	apply("eth0", &roce5, 1);
+	CHECK(!strcmp(log_end(), LINE_ROCE5));
+	CHECK(map_of("cgdcbx-3-4791", "eth0") == 5);
+}
+
+static void test_two_priorities_for_one_entry_use_the_highest(void)
+{
+	static const struct dcbapp_entry both[] = { { 3, 4, 4791 },
+						    { 3, 5, 4791 } };
+
+	fake_begin(false);
+	log_begin();
+	apply("eth0", both, 2);
+	CHECK(!strcmp(log_end(), "dcbapp-netprio: eth0: app sel 3 proto 4791 "
+		      "has priorities 4 5: using the highest, 5\n"
+		      "dcbapp-netprio: cgroup cgdcbx-3-4791 created\n"
+		      LINE_ROCE5));
+	log_begin();
+	apply("eth0", both, 1);		/* lldpad deleted the old one */
+	CHECK(!strcmp(log_end(), "dcbapp-netprio: eth0: app sel 3 proto 4791 "
+		      "prio 4: cgroup cgdcbx-3-4791 ifpriomap eth0 4, "
+		      "eth0.100 4\n"));
+	CHECK(map_of("cgdcbx-3-4791", "eth0.100") == 4);
+}
+
+static void test_one_entry_on_two_ports_maps_each_its_own(void)
+{
+	struct dcbapp_entry e1 = { 3, 2, 4791 };
+
+	fake_begin(false);
+	apply("eth0", &roce5, 1);
+	log_begin();
+	apply("eth1", &e1, 1);
+	CHECK(!strcmp(log_end(), "dcbapp-netprio: eth1: app sel 3 proto 4791 "
+		      "prio 2: cgroup cgdcbx-3-4791 ifpriomap eth1 2\n"));
+	CHECK(map_of("cgdcbx-3-4791", "eth0") == 5);
+	CHECK(map_of("cgdcbx-3-4791", "eth0.100") == 5);
+	CHECK(map_of("cgdcbx-3-4791", "eth1") == 2);
+
+	log_begin();
+	apply("eth1", NULL, 0);		/* gone on eth1 only */
+	CHECK(!strcmp(log_end(), "dcbapp-netprio: eth1: app sel 3 proto 4791 "
+		      "gone: cgroup cgdcbx-3-4791 ifpriomap eth1 0\n"));
+	CHECK(cg_exists("cgdcbx-3-4791"));
+	CHECK(map_of("cgdcbx-3-4791", "eth0") == 5);
+}
+
+static void test_vlan_created_later_gets_existing_entries(void)
+{
+	fake_begin(false);
+	apply("eth0", &roce5, 1);
+	add_dev("eth0.200", "DEVTYPE=vlan\n", "eth0");
+	add_dev("eth0.200.7", "DEVTYPE=vlan\n", "eth0.200");	/* QinQ */
+	log_begin();
+	dcbapp_reconcile(&st);		/* on its RTM_NEWLINK */
+	CHECK(!strcmp(log_end(), "dcbapp-netprio: eth0: app sel 3 proto 4791 "
+		      "prio 5: cgroup cgdcbx-3-4791 ifpriomap eth0 5, "
+		      "eth0.100 5, eth0.200 5, eth0.200.7 5\n"));
+	CHECK(map_of("cgdcbx-3-4791", "eth0.200") == 5);
+	CHECK(map_of("cgdcbx-3-4791", "eth0.200.7") == 5);
+	CHECK(map_lines("cgdcbx-3-4791") == 4);
+
+	/* Deleted again: nothing to write, the map line died with it. */
+	rm_rf("%s/class/net/eth0.200", sysfs);
+	rm_rf("%s/class/net/eth0.200.7", sysfs);
+	rm_rf("%s/class/net/eth0/upper_eth0.200", sysfs);
+	log_begin();
+	dcbapp_reconcile(&st);
+	CHECK(!strcmp(log_end(), ""));
+	CHECK(map_lines("cgdcbx-3-4791") == 4);
+	CHECK(st.cgroups[0].ndevs == 2);
+}
+
+static void test_invalid_entry_touches_no_cgroup(void)
+{
+	static struct mb b;
+	static const struct dcb_app bad[] = { { 3, 9, 4791 }, { 6, 1, 80 } };
+
+	fake_begin(false);
+	apply("eth0", &roce5, 1);
+	/* The same pair with priority 9, and an unknown selector. */
+	b.len = 0;
+	mb_ieee(&b, RTM_SETDCB, DCB_CMD_IEEE_SET, 7, "eth0", bad, 2);
+	CHECK(parse(&b) == DCBAPP_TABLE && table.n == 0 &&
+	      table.nfrozen == 2 && nreports == 2);
+	log_begin();
+	dcbapp_set_table(&st, &table);
+	dcbapp_reconcile(&st);
+	CHECK(!strcmp(log_end(), ""));
+	CHECK(map_lines("cgdcbx-3-4791") == 2 && !cg_exists("cgdcbx-6-80"));
+	CHECK(st.ports[0].n == 1 && st.ports[0].e[0].priority == 5);
+}
+
+static void test_dropped_port_is_an_empty_table(void)
+{
+	fake_begin(false);
+	apply("eth0", &roce5, 1);
+	rm_rf("%s/class/net/eth0", sysfs);
+	rm_rf("%s/class/net/eth0.100", sysfs);
+	log_begin();
+	dcbapp_drop_port(&st, "eth0");
+	dcbapp_reconcile(&st);
+	CHECK(!strcmp(log_end(), "dcbapp-netprio: eth0: app sel 3 proto 4791 "
+		      "gone: cgroup cgdcbx-3-4791: its devices are gone\n"
+		      "dcbapp-netprio: cgroup cgdcbx-3-4791 removed\n"));
+	CHECK(st.nports == 0 && !cg_exists("cgdcbx-3-4791"));
+}
+
+static void test_dry_run_writes_nothing(void)
+{
+	fake_begin(true);
+	log_begin();
+	apply("eth0", &roce5, 1);
+	apply("eth0", NULL, 0);
+	CHECK(!strcmp(log_end(), "dcbapp-netprio: cgroup cgdcbx-3-4791 "
+		      "created (dry run)\n"
+		      "dcbapp-netprio: eth0: app sel 3 proto 4791 prio 5: "
+		      "cgroup cgdcbx-3-4791 ifpriomap eth0 5, eth0.100 5 "
+		      "(dry run)\n"
+		      "dcbapp-netprio: eth0: app sel 3 proto 4791 gone: "
+		      "cgroup cgdcbx-3-4791 ifpriomap eth0 0, eth0.100 0 "
+		      "(dry run)\n"
+		      "dcbapp-netprio: cgroup cgdcbx-3-4791 removed "
+		      "(dry run)\n"));
+	CHECK(!cg_exists("cgdcbx-3-4791"));
+}
+
+static void test_cgroups_of_an_earlier_run_are_taken_over(void)
+{
+	char path[256];
+
+	fake_begin(false);
+	make_dir("%s/cgdcbx-3-4791", cgroot);
+	make_dir("%s/cgdcbx-1-35063", cgroot);
+	make_dir("%s/cgdcbx-03-1", cgroot);
+	make_dir("%s/other", cgroot);
+	snprintf(path, sizeof(path), "%s/cgdcbx-3-4791/net_prio.ifpriomap",
+		 cgroot);
+	put_file(path, "lo 0\neth0 5\neth0.100 5\neth1 3\n");
+	set_tasks("cgdcbx-3-4791", "");
+	snprintf(path, sizeof(path), "%s/cgdcbx-1-35063/net_prio.ifpriomap",
+		 cgroot);
+	put_file(path, "eth0 0\n");
+	set_tasks("cgdcbx-1-35063", "");
+	dcbapp_adopt(&st);
+	CHECK(st.ncgroups == 2);
+	log_begin();
+	apply("eth0", &roce5, 1);
+	/* In readdir order: each line once, and nothing more. */
+	const char *log = log_end();
+	const char *lines[] = {
+		LINE_ROCE5,
+		"dcbapp-netprio: app sel 3 proto 4791 gone: cgroup "
+		"cgdcbx-3-4791 ifpriomap eth1 0\n",
+		"dcbapp-netprio: cgroup cgdcbx-1-35063 removed\n",
+	};
+	size_t total = 0;
+
+	for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+		CHECK(strstr(log, lines[i]));
+		total += strlen(lines[i]);
+	}
+	CHECK(strlen(log) == total);
+	CHECK(map_of("cgdcbx-3-4791", "eth1") == 0);
+	CHECK(!cg_exists("cgdcbx-1-35063"));
+	CHECK(cg_exists("cgdcbx-03-1") && cg_exists("other"));
+}
+
+static void test_cleanup_removes_only_empty_cgroups(void)
+{
+	static const struct dcbapp_entry e[] = { { 3, 5, 4791 },
+						 { 5, 3, 46 } };
+
+	fake_begin(false);
+	apply("eth0", e, 2);
+	set_tasks("cgdcbx-5-46", "99\n");
+	log_begin();
+	dcbapp_cleanup(&st);
+	CHECK(!strcmp(log_end(), "dcbapp-netprio: cgroup cgdcbx-3-4791 "
+		      "removed\n"));
+	CHECK(!cg_exists("cgdcbx-3-4791") && cg_exists("cgdcbx-5-46"));
+}
+
+static void test_json_log_line_is_one_object(void)
+{
+	fake_begin(false);
+	log_json = true;
+	log_begin();
+	apply("eth0", &roce5, 1);
+	CHECK(!strcmp(log_end(), "{\"event\":\"created\",\"cgroup\":"
+		      "\"cgdcbx-3-4791\"}\n"
+		      "{\"event\":\"app\",\"port\":\"eth0\",\"selector\":3,"
+		      "\"protocol\":4791,\"priority\":5,\"cgroup\":"
+		      "\"cgdcbx-3-4791\",\"ifpriomap\":[{\"dev\":\"eth0\","
+		      "\"prio\":5},{\"dev\":\"eth0.100\",\"prio\":5}]}\n"));
+	log_json = false;
+}
+
+static void test_state_printout_lists_ports_and_cgroups(void)
+{
+	char *buf = NULL;
+	size_t len;
+	FILE *f;
+
+	fake_begin(false);
+	apply("eth0", &roce5, 1);
+	f = open_memstream(&buf, &len);
+	dcbapp_print_state(f, true, &st);
+	fclose(f);
+	CHECK(!strcmp(buf, "{\"ports\":[{\"port\":\"eth0\",\"app\":[{"
+		      "\"selector\":3,\"protocol\":4791,\"priority\":5}]}],"
+		      "\"cgroups\":[{\"cgroup\":\"cgdcbx-3-4791\","
+		      "\"selector\":3,\"protocol\":4791,\"ifpriomap\":[{"
+		      "\"dev\":\"eth0\",\"prio\":5},{\"dev\":\"eth0.100\","
+		      "\"prio\":5}]}]}\n"));
+	free(buf);
+}
+
+/* ---- the binary's command line ---- */
+
+/* Exit status of tool argv..., its stdout+stderr in out. */
+static int run_tool(char *out, size_t size, char *const argv[])
+{
+	int pipefd[2], status;
+	size_t n = 0;
+	ssize_t r;
+	pid_t pid;
+
+	if (pipe(pipefd))
+		return -1;
+	pid = fork();
+	if (!pid) {
+		dup2(pipefd[1], 1);
+		dup2(pipefd[1], 2);
+		close(pipefd[0]);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	while (n < size - 1 && (r = read(pipefd[0], out + n, size - 1 - n)) > 0)
+		n += r;
+	out[n] = '\0';
+	close(pipefd[0]);
+	waitpid(pid, &status, 0);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+static void test_command_line(const char *tool)
+{
+	static char out[8192];
+	char missing[96];
+
+	snprintf(missing, sizeof(missing), "%s/no-such-dir", dir);
+	CHECK(run_tool(out, sizeof(out), (char *[]){ (char *)tool, "-h",
+						     NULL }) == 0);
+	CHECK(strstr(out, "cgdcbx-SELECTOR-PROTOCOL") &&
+	      strstr(out, "falls back to priority 0") &&
+	      strstr(out, "--cgroup-root"));
+	CHECK(run_tool(out, sizeof(out), (char *[]){ (char *)tool, "--bogus",
+						     NULL }) == 2);
+	CHECK(run_tool(out, sizeof(out), (char *[]){ (char *)tool, "--dev",
+						     "a/b", NULL }) == 2);
+	CHECK(strstr(out, "--dev 'a/b' is not a device name"));
+	CHECK(run_tool(out, sizeof(out), (char *[]){ (char *)tool, "x",
+						     NULL }) == 2);
+	/* Stops before it opens a socket: the host's netlink stays alone. */
+	CHECK(run_tool(out, sizeof(out), (char *[]){ (char *)tool, "--once",
+			"--cgroup-root", missing, NULL }) == 1);
+	CHECK(strstr(out, "not a directory"));
+}
+
+/*
+ * The whole daemon once, in a network namespace of its own (nothing of
+ * the host's is touched): lo has no dcbnl, so no table and no cgroup.
+ */
+static void test_once_in_a_private_netns_finds_no_table(const char *tool)
+{
+	static char out[4096];
+	char sys[96], cg[96];
+	int pipefd[2], status;
+	ssize_t n = 0, r;
+	pid_t pid;
+
+	snprintf(sys, sizeof(sys), "%s/sys", dir);
+	snprintf(cg, sizeof(cg), "%s/cg", dir);
+	fake_begin(false);
+	add_dev("lo", NULL, NULL);
+	if (pipe(pipefd))
+		return;
+	pid = fork();
+	if (!pid) {
+		dup2(pipefd[1], 1);
+		close(pipefd[0]);
+		if (unshare(CLONE_NEWUSER | CLONE_NEWNET))
+			_exit(77);
+		execl(tool, tool, "--once", "-j", "--dev", "lo", "--sysfs",
+		      sys, "--cgroup-root", cg, (char *)NULL);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	while (n < (ssize_t)sizeof(out) - 1 &&
+	       (r = read(pipefd[0], out + n, sizeof(out) - 1 - n)) > 0)
+		n += r;
+	out[n] = '\0';
+	close(pipefd[0]);
+	waitpid(pid, &status, 0);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
+		printf("test_dcbapp: skipped the private-netns run: no user "
+		       "namespaces here\n");
+		return;
+	}
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(!strcmp(out, "{\"ports\":[],\"cgroups\":[]}\n"));
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: test_dcbapp OUT/dcbapp-netprio\n");
+		return 2;
+	}
+	progname = "dcbapp-netprio";
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	snprintf(cgroot, sizeof(cgroot), "%s/cg", dir);
+	snprintf(sysfs, sizeof(sysfs), "%s/sys", dir);
+
+	test_notification_of_ieee_set_is_a_table();
+	test_reply_to_ieee_get_is_a_table();
+	test_ieee_del_leaving_no_entry_is_an_empty_table();
+	test_peer_app_entries_are_not_the_table();
+	test_cee_message_is_not_an_ieee_table();
+	test_duplicate_entries_count_once();
+	test_two_messages_in_one_datagram_are_both_read();
+	test_truncated_nlmsghdr_drops_the_rest();
+	test_message_too_short_for_dcbmsg_is_ignored();
+	test_nla_len_beyond_message_is_malformed();
+	test_nla_len_below_header_is_malformed_at_each_level();
+	test_nest_longer_than_its_parent_is_malformed();
+	test_stray_bytes_after_attributes_are_malformed();
+	test_app_with_wrong_payload_size_ignores_the_message();
+	test_unknown_selectors_are_skipped();
+	test_priority_above_seven_is_skipped();
+	test_dscp_above_63_is_skipped();
+	test_oversized_tables_are_malformed();
+	test_bad_ifname_ignores_the_message();
+	test_missing_attributes_ignore_the_message();
+	test_cut_and_corrupted_messages_never_yield_bad_entries();
+	test_ieee_get_request_is_what_dcb_doit_wants();
+	test_error_answer_gives_errno_and_request_seq();
+	test_link_messages_give_name_and_kind();
+
+	test_new_entry_maps_port_and_vlan_uppers();
+	test_priority_change_rewrites_the_map();
+	test_removed_entry_without_tasks_removes_the_cgroup();
+	test_removed_entry_with_tasks_keeps_cgroup_at_zero();
+	test_entry_back_before_cgroup_empties_reuses_it();
+	test_two_priorities_for_one_entry_use_the_highest();
+	test_one_entry_on_two_ports_maps_each_its_own();
+	test_vlan_created_later_gets_existing_entries();
+	test_invalid_entry_touches_no_cgroup();
+	test_dropped_port_is_an_empty_table();
+	test_dry_run_writes_nothing();
+	test_cgroups_of_an_earlier_run_are_taken_over();
+	test_cleanup_removes_only_empty_cgroups();
+	test_json_log_line_is_one_object();
+	test_state_printout_lists_ports_and_cgroups();
+	test_command_line(argv[1]);
+	test_once_in_a_private_netns_finds_no_table(argv[1]);
+
+	rm_rf("%s", dir);
+	printf("dcbapp: %d passed, %d failed\n", checks_passed, checks_failed);
+	return checks_failed ? 1 : 0;
+}
