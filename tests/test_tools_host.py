@@ -156,6 +156,9 @@ USAGE_ERRORS = {
         "no-interface": [],
         "timeout-not-a-number": ["-i", "lo", "-t", "x"],
         "interface-without-value": ["-i"],
+        "interval-0": ["-i", "lo", "--interval", "0"],
+        "interval-over-an-hour": ["-i", "lo", "--interval", "3600001"],
+        "interval-too-many": ["-i", "lo", "--interval", "1", "-t", "2000"],
     },
     "cgwrite": {
         "no-operands": [],
@@ -304,6 +307,63 @@ def test_priosink_text_names_pcp_with_its_count(veth):
     _inject_tagged(veth, pcp=pcp, vid=7, flow=1, prio=0, count=count)
     out = _collect(sink, json_out=False)
     assert f"pcp{pcp}={count}" in out.split(), out
+
+
+# Raw frames of _INJECT: 14 + 4 (tag) + 24 bytes of payload, no padding
+# on a veth.
+INJECTED_WIRE_BYTES = 42
+
+
+def test_interval_series_adds_up_to_the_totals_per_pcp(veth):
+    """--interval: every matched frame in exactly one interval, in its
+    PCP's slot, bytes counted with the tag the kernel stripped; the
+    intervals tile the run from 0."""
+    sink = _sink(veth, "-c", 500, "--interval", 100)
+    _inject_tagged(veth, pcp=5, vid=100, flow=1, prio=0, count=300)
+    _inject_tagged(veth, pcp=2, vid=100, flow=2, prio=0, count=200)
+    got = _collect(sink)
+    ivs = got["intervals"]
+    assert {k: type(v) for k, v in ivs[0].items()} == {
+        "t_s": float, "len_s": float, "pcp_frames": list, "pcp_bytes": list,
+        "untagged_frames": int, "untagged_bytes": int}
+    frames = [sum(iv["pcp_frames"][p] for iv in ivs) for p in range(8)]
+    assert frames == [0, 0, 200, 0, 0, 300, 0, 0]
+    assert [sum(iv["pcp_bytes"][p] for iv in ivs) for p in range(8)] == \
+        [n * INJECTED_WIRE_BYTES for n in frames]
+    assert [iv["t_s"] for iv in ivs] == \
+        pytest.approx([i * 0.1 for i in range(len(ivs))])
+    assert all(iv["len_s"] == pytest.approx(0.1) for iv in ivs[:-1])
+    assert 0 < ivs[-1]["len_s"] <= 0.1 + 1e-9
+    assert len(ivs) == int(got["elapsed_s"] / 0.1) + 1
+
+
+def test_interval_series_follows_a_paced_sender(veth):
+    """200 frames at 200/s: spread over the 250 ms intervals they were
+    sent in, not lumped into one."""
+    sink = _sink(veth, "-c", 200, "--interval", 250)
+    _send(veth, "--count", 200, "--rate", 200, V4_B)
+    ivs = _collect(sink)["intervals"]
+    busy = [iv["untagged_frames"] for iv in ivs if iv["untagged_frames"]]
+    assert sum(busy) == 200
+    assert len(busy) >= 3, ivs
+
+
+def test_interval_text_prints_a_line_per_interval(veth):
+    """Text mode: one line per interval (its start, then each PCP that had
+    frames with its bytes) before the totals."""
+    sink = _sink(veth, "-c", 20, "--interval", 50, json_out=False)
+    _inject_tagged(veth, pcp=6, vid=7, flow=1, prio=0, count=20)
+    out = _collect(sink, json_out=False)
+    lines = out[:out.index("priosink on vb:")].splitlines()
+    assert lines and all(re.fullmatch(
+        r"\s+\d+\.\d{3} s( pcp\d \d+ \(\d+ B\)| untagged \d+ \(\d+ B\))*",
+        line) for line in lines), out
+    starts = [float(line.split()[0]) for line in lines]
+    assert starts == pytest.approx([i * 0.05 for i in range(len(lines))])
+    counted = [(int(n), int(b)) for n, b in
+               re.findall(r"pcp6 (\d+) \((\d+) B\)", out)]
+    assert sum(n for n, _ in counted) == 20
+    assert all(b == n * INJECTED_WIRE_BYTES for n, b in counted)
 
 
 def test_rate_paces_the_sender(veth):

@@ -7,6 +7,8 @@
  * receive and hands VID and PCP over in tpacket_auxdata, so the PCP the
  * frame had on the wire is read even though the frame data lacks the tag.
  * Sequence numbers give loss, duplicates and reordering per flow.
+ * --interval adds a time series: per PCP, the frames and bytes received in
+ * each interval, so a class's share of a link can be read over time.
  */
 #include "payload.h"
 #include "seqtrack.h"
@@ -32,12 +34,29 @@
 #define NUM_PCP 8
 /* Eleven days and more; as milliseconds it still fits poll()'s int. */
 #define MAX_SECONDS 1000000.0
+#define MAX_INTERVAL_MS 3600000ull
+/* --timeout / --interval: what the series may hold (~144 MB at most). */
+#define MAX_INTERVALS 1000000.0
 
 struct opts {
 	struct cli cli;
 	const char *ifname, *ready;
-	uint64_t count, port, ethertype;
+	uint64_t count, port, ethertype, interval_ms;
 	double timeout, idle;
+};
+
+/* One interval of the series: priosend frames per PCP, tagged or not. */
+struct bucket {
+	uint64_t frames[8], bytes[8];
+	uint64_t untagged_frames, untagged_bytes;
+};
+
+struct series {
+	double len;			/* seconds per interval */
+	struct bucket *b;
+	size_t n;			/* intervals begun so far */
+	size_t cap;
+	size_t printed;			/* text mode: intervals printed */
 };
 
 /* Frames per key (a VID, a priority), keys in order of first sight. */
@@ -60,6 +79,7 @@ struct flow {
 struct frame {
 	int vid;			/* -1: no 802.1Q tag */
 	int pcp;
+	size_t wire_len;		/* frame length with its tag, no FCS */
 	const uint8_t *payload;		/* NULL: not at our port/ethertype */
 	size_t payload_len;
 };
@@ -70,6 +90,7 @@ struct sink {
 	uint64_t other;			/* anything else the interface saw */
 	struct flow flows[MAX_FLOWS];
 	int nflows;
+	struct series series;
 	uint8_t buf[65536];
 };
 
@@ -90,6 +111,10 @@ static void usage(void)
 "  -c, --count N           stop after N matching frames (0 = no limit)\n"
 "  -t, --timeout SEC       stop after SEC seconds (default 10)\n"
 "      --idle SEC          stop SEC seconds after the last frame (0 = off)\n"
+"      --interval MS       also count frames and bytes per PCP in intervals\n"
+"                          of MS ms from the start (text: a line per interval\n"
+"                          as it ends; -j: \"intervals\"); bytes are the\n"
+"                          frame with its 802.1Q tag, without FCS\n"
 "  -p, --port N            udp port to match (default %d)\n"
 "  -E, --ethertype N       raw ethertype to match (default 0x%04x)\n"
 "  -R, --ready-file PATH   create PATH once the socket is bound\n"
@@ -97,10 +122,11 @@ static void usage(void)
 "  -h, --help              this text\n", DEFAULT_PORT, DEFAULT_ETHERTYPE);
 }
 
-/* --idle has no short form: 'D' is not in the short options. */
+/* --idle, --interval: no short form ('D', 'I' are not in shortopts). */
 static const struct option longopts[] = {
 	OPTION_ARG("interface", 'i'), OPTION_ARG("count", 'c'),
 	OPTION_ARG("timeout", 't'), OPTION_ARG("idle", 'D'),
+	OPTION_ARG("interval", 'I'),
 	OPTION_ARG("port", 'p'), OPTION_ARG("ethertype", 'E'),
 	OPTION_ARG("ready-file", 'R'),
 	COMMON_OPTIONS,
@@ -120,6 +146,9 @@ static int set_option(void *ctx, int c, const char *arg)
 		return parse_seconds("--timeout", arg, MAX_SECONDS, &o->timeout);
 	case 'D':
 		return parse_seconds("--idle", arg, MAX_SECONDS, &o->idle);
+	case 'I':
+		return parse_u64("--interval", arg, 1, MAX_INTERVAL_MS,
+				 &o->interval_ms);
 	case 'p':
 		return parse_u64("--port", arg, 1, 65535, &o->port);
 	case 'E':
@@ -255,6 +284,8 @@ static int sink_read(struct sink *s, const struct opts *o, struct frame *fr)
 	fr->vid = -1;
 	fr->pcp = 0;
 	aux_tag(&msg, fr);
+	/* A tag the kernel stripped was 4 bytes on the wire. */
+	fr->wire_len = (size_t)n + (fr->vid >= 0 ? 4 : 0);
 	proto = (uint16_t)((s->buf[12] << 8) | s->buf[13]);
 	if (proto == ETHERTYPE_VLAN && len >= 4) {
 		/* still in the frame: the inner tag of two; aux has the outer */
@@ -368,6 +399,99 @@ static void print_flow(const struct flow *f)
 	print_text("\n");
 }
 
+/* The series grown to cover t seconds since the start; false when out of
+ * memory (the series then stops growing; the totals go on). */
+static bool series_reach(struct series *se, double t)
+{
+	size_t want = (size_t)(t / se->len) + 1;
+
+	if (want <= se->n)
+		return true;
+	if (want > se->cap) {
+		size_t cap = se->cap ? se->cap : 64;
+		struct bucket *b;
+
+		while (cap < want)
+			cap *= 2;
+		b = realloc(se->b, cap * sizeof(*b));
+		if (!b)
+			return false;
+		se->b = b;
+		se->cap = cap;
+	}
+	memset(se->b + se->n, 0, (want - se->n) * sizeof(*se->b));
+	se->n = want;
+	return true;
+}
+
+static void series_add(struct series *se, double t, const struct frame *fr)
+{
+	struct bucket *b;
+
+	if (!se->len || !series_reach(se, t))
+		return;
+	b = &se->b[(size_t)(t / se->len)];
+	if (fr->vid < 0) {
+		b->untagged_frames++;
+		b->untagged_bytes += fr->wire_len;
+	} else {
+		b->frames[fr->pcp]++;
+		b->bytes[fr->pcp] += fr->wire_len;
+	}
+}
+
+/* Interval i: start, length (the last one may be cut short by the end),
+ * then per PCP frames and bytes; text shows only the PCPs that had any. */
+static void print_bucket(const struct series *se, size_t i, double end)
+{
+	const struct bucket *b = &se->b[i];
+	double start = (double)i * se->len;
+	double len = end - start < se->len ? end - start : se->len;
+	char fmt[32];
+
+	open_json_object(NULL);
+	print_float(PRINT_ANY, "t_s", "%9.3f s", start);
+	print_float(PRINT_JSON, "len_s", NULL, len);
+	open_json_array("pcp_frames");
+	for (int p = 0; p < NUM_PCP; p++) {
+		snprintf(fmt, sizeof(fmt), " pcp%d %%llu", p);
+		print_uint(b->frames[p] ? PRINT_ANY : PRINT_JSON, NULL, fmt,
+			   b->frames[p]);
+		if (b->frames[p])
+			print_uint(PRINT_FP, NULL, " (%llu B)", b->bytes[p]);
+	}
+	close_json_array();
+	open_json_array("pcp_bytes");
+	for (int p = 0; p < NUM_PCP; p++)
+		print_uint(PRINT_JSON, NULL, NULL, b->bytes[p]);
+	close_json_array();
+	print_uint(b->untagged_frames ? PRINT_ANY : PRINT_JSON,
+		   "untagged_frames", " untagged %llu", b->untagged_frames);
+	print_uint(b->untagged_frames ? PRINT_ANY : PRINT_JSON,
+		   "untagged_bytes", " (%llu B)", b->untagged_bytes);
+	close_json_object();
+	print_text("\n");
+}
+
+/* Text mode: print the intervals that ended by t, or with last all of
+ * them, the one cut short by the end too (none with -j). */
+static void series_flush(struct sink *s, const struct opts *o, double t,
+			 bool last)
+{
+	struct series *se = &s->series;
+
+	if (!se->len || o->cli.json)
+		return;
+	series_reach(se, t);
+	for (; se->printed < se->n &&
+	       (last || (double)(se->printed + 1) * se->len <= t);
+	     se->printed++) {
+		new_json_obj(stdout, false);
+		print_bucket(se, se->printed, t);
+		delete_json_obj();
+	}
+}
+
 static void print_result(const struct sink *s, const struct opts *o,
 			 uint64_t drops, double elapsed)
 {
@@ -383,6 +507,12 @@ static void print_result(const struct sink *s, const struct opts *o,
 	for (int i = 0; i < s->nflows; i++)
 		print_flow(&s->flows[i]);
 	close_json_array();
+	if (s->series.len && o->cli.json) {
+		open_json_array("intervals");
+		for (size_t i = 0; i < s->series.n; i++)
+			print_bucket(&s->series, i, elapsed);
+		close_json_array();
+	}
 	delete_json_obj();
 }
 
@@ -395,6 +525,19 @@ static double time_left(const struct sink *s, const struct opts *o,
 	if (o->idle > 0 && s->frames && o->idle - (t - last) < left)
 		left = o->idle - (t - last);
 	return left;
+}
+
+/* Text mode with --interval: at most until the current interval ends. */
+static double poll_wait(const struct sink *s, const struct opts *o,
+			double t0, double left)
+{
+	const struct series *se = &s->series;
+	double next;
+
+	if (!se->len || o->cli.json)
+		return left;
+	next = ((double)se->printed + 1) * se->len - (now() - t0);
+	return next < left ? (next > 0 ? next : 0) : left;
 }
 
 int main(int argc, char **argv)
@@ -418,6 +561,13 @@ int main(int argc, char **argv)
 		return err;
 	if (!o.ifname)
 		return usage_error("need -i IFACE");
+	if (o.interval_ms &&
+	    o.timeout / ((double)o.interval_ms / 1000) > MAX_INTERVALS)
+		return usage_error("--interval %llu ms with --timeout %g s: "
+				   "more than %.0f intervals",
+				   (unsigned long long)o.interval_ms,
+				   o.timeout, MAX_INTERVALS);
+	s.series.len = (double)o.interval_ms / 1000;
 	s.fd = sink_open(&o);
 	if (s.fd < 0)
 		return EXIT_FAILURE;
@@ -430,12 +580,18 @@ int main(int argc, char **argv)
 		struct pollfd pfd = { .fd = s.fd, .events = POLLIN };
 		struct frame fr;
 
-		if (poll(&pfd, 1, (int)(wait * 1000) + 1) <= 0 ||
-		    sink_read(&s, &o, &fr) < 0)
+		int r = poll(&pfd, 1,
+			     (int)(poll_wait(&s, &o, t0, wait) * 1000) + 1);
+
+		series_flush(&s, &o, now() - t0, false);
+		if (r <= 0 || sink_read(&s, &o, &fr) < 0)
 			continue;
-		if (sink_account(&s, &fr))
+		if (sink_account(&s, &fr)) {
 			last = now();
+			series_add(&s.series, last - t0, &fr);
+		}
 	}
+	series_flush(&s, &o, now() - t0, true);
 	if (getsockopt(s.fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) == 0)
 		drops = st.tp_drops;
 	print_result(&s, &o, drops, now() - t0);
