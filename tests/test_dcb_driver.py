@@ -16,6 +16,8 @@ driver, so a configuration set with ``dcb`` lasts until the next LLDPDU
 lldpad running, DCB is configured through lldptool (tests/test_dcbx.py).
 """
 
+import json
+
 import pytest
 
 from dcblab.testing import (NETPRIO, Sink, cgroup, flow_of, map_priority,
@@ -205,6 +207,20 @@ def test_dcbx_mode_other_than_host_ieee_is_refused(lab):
                   "ieee"]).rc == 0
     assert g.run(["dcb", "dcbx", "show", "dev", "eth0"]).stdout.split() == \
         ["host", "ieee"]
+
+
+def test_dcbnl_raw_get_prints_the_kernels_reply_with_the_app_table(lab):
+    """`dcbnl-raw -j DEV get`: the RTM_GETDCB datagram in hex (what
+    tools/test_dcbapp.c's captured message came from): its length in the
+    netlink header, the entry just added as struct dcb_app bytes."""
+    g = lab.h1
+    g.run(["dcb", "app", "add", "dev", "eth0", "dgram-port-prio", "4791:5"])
+    got = json.loads(g.run(["dcbnl-raw", "-j", "eth0", "get"]).stdout)
+    raw = bytes.fromhex(got["hex"])
+    assert len(raw) == got["bytes"] == int.from_bytes(raw[:4], "little")
+    assert int.from_bytes(raw[4:6], "little") == 78      # RTM_GETDCB
+    assert app_bytes("dgram-port", 4791, 5) in raw
+    assert b"eth0\0" in raw
 
 
 def test_dcb_exits_0_when_the_driver_refuses(lab):

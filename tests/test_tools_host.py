@@ -172,6 +172,7 @@ USAGE_ERRORS = {
         "unknown-kind": ["eth0", "bogus", "00"],
         "ets-short": ["eth0", "ets", "00" * 58],
         "reset-with-hex": ["eth0", "reset", "00"],
+        "get-with-hex": ["eth0", "get", "00"],
     },
     "dcbapp-netprio": {
         "dev-with-slash": ["--dev", "a/b"],

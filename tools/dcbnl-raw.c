@@ -11,11 +11,14 @@
  *
  *   dcbnl-raw [-j] [-d] DEV ets|pfc|app HEX
  *   dcbnl-raw DEV reset
+ *   dcbnl-raw [-j] DEV get
  *
  * reset puts DEV's DCB back to the driver's defaults (ETS: every priority
  * in TC 0, every class strict; PFC off; no APP entries), touching only
  * what differs, and prints one line per change: dcblab-restore runs it
- * between tests.
+ * between tests.  get prints the kernel's whole reply to DCB_CMD_IEEE_GET
+ * (the datagram, netlink header first) in hex: the captured messages
+ * dcbapp-netprio's parser is tested on come from it.
  *
  * dcbnl acknowledges an IEEE set with 0 even when the driver refused it:
  * the driver's error travels as a u8 attribute (DCB_ATTR_IEEE) of the
@@ -44,6 +47,7 @@ static void usage(void)
 {
 	printf("usage: dcbnl-raw [-j] [-d] DEV ets|pfc|app HEX\n"
 	       "       dcbnl-raw DEV reset\n"
+	       "       dcbnl-raw [-j] DEV get\n"
 	       "  send RTM_SETDCB DCB_CMD_IEEE_SET (-d: DCB_CMD_IEEE_DEL) for DEV\n"
 	       "  with one attribute whose payload is HEX, unchecked:\n"
 	       "    ets  struct ieee_ets, %zu bytes\n"
@@ -52,6 +56,8 @@ static void usage(void)
 	       "  and report the kernel's answer by errno name;\n"
 	       "  reset: ETS, PFC and APP back to the driver's defaults, one\n"
 	       "  line printed per change\n"
+	       "  get: the kernel's reply to DCB_CMD_IEEE_GET, the whole\n"
+	       "  datagram in hex (-j: {\"bytes\":N,\"hex\":\"...\"})\n"
 	       "  -d, --del    DCB_CMD_IEEE_DEL (meaningful for app)\n"
 	       "  -j, --json   print {\"errno\":N,\"name\":\"...\"}\n"
 	       "  -h, --help   this text\n"
@@ -293,6 +299,40 @@ static int get_ieee(int fd, const char *dev, struct ieee_state *st,
 	return -1;
 }
 
+/* The reply to DCB_CMD_IEEE_GET of dev, in hex; 0 or the exit status */
+static int dump_get(int fd, const char *dev, bool json)
+{
+	static uint8_t buf[16384];
+	static char hex[2 * sizeof(buf) + 1];
+	const char *why = NULL;
+	int err = send_ieee(fd, dev, DCB_CMD_IEEE_GET, 0, NULL, 0, &why);
+	ssize_t n;
+
+	if (err)
+		return runtime_error("%s get: %s", dev, why);
+	n = recv(fd, buf, sizeof(buf), 0);
+	if (n < 0)
+		return runtime_error("%s get: %s", dev, errno == EAGAIN ?
+				     "no answer within 5 s" : strerror(errno));
+	for (ssize_t i = 0; i < n; i++)
+		snprintf(hex + 2 * i, 3, "%02x", buf[i]);
+	hex[2 * n] = '\0';
+	new_json_obj(stdout, json);
+	print_uint(PRINT_JSON, "bytes", NULL, (unsigned long long)n);
+	print_string(PRINT_ANY, "hex", "%s\n", hex);
+	delete_json_obj();
+	if (n >= (ssize_t)NLMSG_HDRLEN &&
+	    ((struct nlmsghdr *)buf)->nlmsg_type == NLMSG_ERROR) {
+		struct nlmsgerr *e = NLMSG_DATA((struct nlmsghdr *)buf);
+
+		if (e->error)
+			return runtime_error("%s get: %s (%s)", dev,
+					     errname(-e->error),
+					     strerror(-e->error));
+	}
+	return 0;
+}
+
 /* dev's DCB back to the driver's defaults; 0 or the exit status */
 static int reset(int fd, const char *dev)
 {
@@ -363,8 +403,11 @@ int main(int argc, char **argv)
 	const char *dev = left > 0 ? argv[optind] : "";
 	const char *kind = left > 1 ? argv[optind + 1] : "";
 
-	if (!strcmp(kind, "reset") ? left != 2 : left != 3)
-		return usage_error("expected DEV ets|pfc|app HEX, or DEV reset");
+	bool two = !strcmp(kind, "reset") || !strcmp(kind, "get");
+
+	if (two ? left != 2 : left != 3)
+		return usage_error("expected DEV ets|pfc|app HEX, or DEV "
+				   "reset|get");
 	if (strlen(dev) >= IFNAMSIZ)
 		return usage_error("DEV '%s' is longer than %d characters",
 				   dev, IFNAMSIZ - 1);
@@ -377,8 +420,9 @@ int main(int argc, char **argv)
 	} else if (!strcmp(kind, "app")) {
 		want = sizeof(struct dcb_app);
 		type = APP_ENTRY;
-	} else if (strcmp(kind, "reset")) {
-		return usage_error("KIND '%s': ets, pfc, app or reset", kind);
+	} else if (!two) {
+		return usage_error("KIND '%s': ets, pfc, app, reset or get",
+				   kind);
 	}
 	if (type) {
 		err = parse_hex(argv[optind + 2], value, want);
@@ -394,7 +438,8 @@ int main(int argc, char **argv)
 		return runtime_error("netlink socket: %s", strerror(errno));
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	if (!type) {
-		err = reset(fd, dev);
+		err = strcmp(kind, "get") ? reset(fd, dev)
+					  : dump_get(fd, dev, cli.json);
 		close(fd);
 		return err;
 	}

@@ -569,6 +569,80 @@ static void test_cut_and_corrupted_messages_never_yield_bad_entries(void)
 	CHECK(any_table);
 }
 
+/*
+ * Captured in the lab (6.1 + patch 0002, virtio eth0) with `dcbnl-raw eth0
+ * get` after `dcb ets set ... tc-bw 0:70 1:30`, `dcb pfc set ... 3:on 4:on`
+ * and `dcb app add dev eth0 dgram-port-prio 4791:5 ethtype-prio 0x8906:3
+ * dscp-prio 46:6`: the kernel's RTM_GETDCB reply, IFNAME then the IEEE nest
+ * (ETS, PFC, APP_TABLE) and DCB_ATTR_DCBX.
+ */
+static const char captured_get[] =
+	"140100004e000100010000006600000000150000090001006574683000000000"
+	"ec000d003f000100000800461e00000000000000000000000000000202000000"
+	"0000000000010102020303000000000000000000000000000000000000000000"
+	"000000008c000200081800000000000000000000000000000000000000000000"
+	"0000000000000000000000000000000000000000000000000000000000000000"
+	"0000000000000000000000000000000000000000000000000000000000000000"
+	"0000000000000000000000000000000000000000000000000000000000000000"
+	"000000000000000000000000000000001c0003000800010005062e0008000100"
+	"01030689080001000305b71205000e0009000000";
+
+static size_t unhex(const char *hex, uint8_t *out)
+{
+	size_t n = 0;
+
+	for (; hex[0] && hex[1]; hex += 2) {
+		unsigned int v;
+
+		sscanf(hex, "%2x", &v);
+		out[n++] = (uint8_t)v;
+	}
+	return n;
+}
+
+static bool in_capture(const struct dcbapp_entry *e)
+{
+	return (e->selector == 5 && e->priority == 6 && e->protocol == 46) ||
+	       (e->selector == 1 && e->priority == 3 &&
+		e->protocol == 0x8906) ||
+	       (e->selector == 3 && e->priority == 5 && e->protocol == 4791);
+}
+
+static void test_captured_reply_from_the_lab_is_the_table(void)
+{
+	static struct mb good, b;
+	bool only_captured = true;
+	struct dcbapp_msg m;
+
+	good.len = unhex(captured_get, good.buf);
+	CHECK(good.len == 276);
+	b = good;
+	CHECK(parse(&b) == DCBAPP_TABLE);
+	CHECK(!strcmp(table.ifname, "eth0"));
+	CHECK(table.cmd == DCB_CMD_IEEE_GET);
+	CHECK(table.n == 3 && in_capture(&table.e[0]) &&
+	      in_capture(&table.e[1]) && in_capture(&table.e[2]));
+	CHECK(table.e[0].selector != table.e[1].selector &&
+	      table.e[1].selector != table.e[2].selector &&
+	      table.e[0].selector != table.e[2].selector);
+	CHECK(nreports == 0);
+	/* Cut anywhere (the header still claiming 276 bytes): no table has
+	 * an entry the capture does not hold. */
+	for (size_t cut = 0; cut < good.len; cut++) {
+		size_t off = 0;
+
+		b = good;
+		b.len = cut;
+		while (dcbapp_next_msg(b.buf, b.len, &off, &m, NULL) > 0) {
+			if (dcbapp_parse_dcb(&m, &table, NULL) != DCBAPP_TABLE)
+				continue;
+			for (int i = 0; i < table.n; i++)
+				only_captured &= in_capture(&table.e[i]);
+		}
+	}
+	CHECK(only_captured);
+}
+
 static void test_ieee_get_request_is_what_dcb_doit_wants(void)
 {
 	uint8_t buf[64], small[16];
@@ -1244,6 +1318,7 @@ int main(int argc, char **argv)
 
 	test_notification_of_ieee_set_is_a_table();
 	test_reply_to_ieee_get_is_a_table();
+	test_captured_reply_from_the_lab_is_the_table();
 	test_ieee_del_leaving_no_entry_is_an_empty_table();
 	test_peer_app_entries_are_not_the_table();
 	test_cee_message_is_not_an_ieee_table();
