@@ -9,7 +9,8 @@ and an APP entry; h1, willing, takes them. What h1's *driver* holds
 ``app_chain()``: h2 advertises APP "UDP port 4791 -> priority 5"; on h1
 dcbapp-netprio turns the entry into the net_prio cgroup cgdcbx-3-4791; an
 unmodified sender started in that cgroup sends to h2:4791 over the VLAN
-device; h2 counts each arriving frame's PCP (tc flower counters). Then h2
+device; h2 counts each arriving frame's PCP (tc flower counters, UDP to
+4791 only). Then h2
 changes the priority to 3 and withdraws the entry while a steady stream
 runs; each phase records the map on h1, the PCPs that arrived once it
 settled, and the time from the change on h2 to the first frame with the
@@ -166,7 +167,11 @@ def app_chain(lab, *, burst=5000, vlan=100):
     start_dcbapp(h1.machine, "--dev", "eth0")
     stream = None
     try:
-        pcp_filters(h2, "eth0", vlan)
+        # The chain's frames only: h1's ARP probes on eth0.100 (its
+        # neighbour entry for h2 goes stale under one-way traffic) leave
+        # at priority 0 whatever the cgroup, and were seen as a stray
+        # PCP 0 frame in a window.
+        pcp_filters(h2, "eth0", vlan, udp_port=ROCE_PORT)
         dst = lab.topology.address("h2", vlan, "ipv4")
         h1.run(["ping", "-c", "1", "-W", "2", dst])
         app = f"app=5,{APP_SEL},{ROCE_PORT}"

@@ -84,13 +84,17 @@ class QueueCounter:
         return {q: n - self.before.get(q, 0) for q, n in now.items()}
 
 
-def pcp_filters(guest, dev="eth0", vid=100):
-    """Ingress counters on the receiver: one flower filter per PCP 0..7."""
+def pcp_filters(guest, dev="eth0", vid=100, udp_port=None):
+    """Ingress counters on the receiver: one flower filter per PCP 0..7;
+    with udp_port only IPv4 UDP to that port (leaving out the sender's
+    ARP and the like, which go at priority 0 whatever its cgroup)."""
+    only = ["vlan_ethtype", "ipv4", "ip_proto", "udp", "dst_port",
+            str(udp_port)] if udp_port else []
     guest.run(["tc", "qdisc", "add", "dev", dev, "clsact"])
     for pcp in range(8):
         guest.run(["tc", "filter", "add", "dev", dev, "ingress", "protocol",
                    "802.1Q", "pref", str(10 + pcp), "flower", "vlan_id",
-                   str(vid), "vlan_prio", str(pcp), "action", "pass"])
+                   str(vid), "vlan_prio", str(pcp), *only, "action", "pass"])
 
 
 def pcp_packets(guest, dev="eth0"):
