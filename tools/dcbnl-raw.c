@@ -131,19 +131,37 @@ static void end_nest(struct msg *m, struct nlattr *a)
 	a->nla_len = (uint16_t)(m->buf + m->len - (char *)a);
 }
 
-/*
- * The kernel's answer to the message: the errno (positive), 0, or -1 with
- * *why set when no answer could be read.
- */
-static int answer(int fd, const char **why)
-{
-	char buf[8192];
-	ssize_t n = recv(fd, buf, sizeof(buf), 0);
+/* The attributes of a nest (or of a message's payload), one by one */
+#define for_each_attr(a, start, len)					\
+	for (struct nlattr *a = (start); (len) >= NLA_HDRLEN &&		\
+	     a->nla_len >= NLA_HDRLEN && a->nla_len <= (len);		\
+	     (len) -= NLA_ALIGN(a->nla_len),				\
+	     a = (struct nlattr *)((char *)a + NLA_ALIGN(a->nla_len)))
 
-	if (n < 0) {
+/*
+ * Read the kernel's reply to a request into buf (n bytes): 0 with n set,
+ * or -1 with *why when nothing could be read.
+ */
+static int recv_reply(int fd, char *buf, size_t size, ssize_t *n,
+		      const char **why)
+{
+	*n = recv(fd, buf, size, 0);
+	if (*n < 0) {
 		*why = errno == EAGAIN ? "no answer within 5 s" : strerror(errno);
 		return -1;
 	}
+	return 0;
+}
+
+/*
+ * The first message of type in a reply of n bytes: its attributes (after
+ * struct dcbmsg) in *attrs, *len bytes, and 0; a netlink error message
+ * before it gives its errno (positive, 0 for an ack); -1 with *why when
+ * neither is there.
+ */
+static int dcb_reply(char *buf, ssize_t n, uint16_t type,
+		     struct nlattr **attrs, int *len, const char **why)
+{
 	for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, n);
 	     h = NLMSG_NEXT(h, n)) {
 		if (h->nlmsg_type == NLMSG_ERROR) {
@@ -151,27 +169,43 @@ static int answer(int fd, const char **why)
 
 			return e->error < 0 ? -e->error : e->error;
 		}
-		if (h->nlmsg_type != RTM_SETDCB)
+		if (h->nlmsg_type != type)
 			continue;
-		int len = (int)NLMSG_PAYLOAD(h, sizeof(struct dcbmsg));
-		struct nlattr *a = (struct nlattr *)((char *)NLMSG_DATA(h) +
-				   NLMSG_ALIGN(sizeof(struct dcbmsg)));
-
-		for (; len >= NLA_HDRLEN && a->nla_len >= NLA_HDRLEN &&
-		       a->nla_len <= len;
-		     len -= NLA_ALIGN(a->nla_len),
-		     a = (struct nlattr *)((char *)a + NLA_ALIGN(a->nla_len))) {
-			if (a->nla_type == DCB_ATTR_IEEE &&
-			    a->nla_len >= NLA_HDRLEN + 1) {
-				int8_t err = *(int8_t *)((char *)a + NLA_HDRLEN);
-
-				return err < 0 ? -err : err;
-			}
-		}
-		*why = "reply without DCB_ATTR_IEEE";
-		return -1;
+		*len = (int)NLMSG_PAYLOAD(h, sizeof(struct dcbmsg));
+		*attrs = (struct nlattr *)((char *)NLMSG_DATA(h) +
+					   NLMSG_ALIGN(sizeof(struct dcbmsg)));
+		return 0;
 	}
-	*why = "no RTM_SETDCB reply or netlink error";
+	*why = type == RTM_SETDCB ? "no RTM_SETDCB reply or netlink error"
+				  : "no RTM_GETDCB reply";
+	return -1;
+}
+
+/*
+ * The kernel's answer to an IEEE set/del: the errno (positive), 0, or -1
+ * with *why set when no answer could be read.
+ */
+static int answer(int fd, const char **why)
+{
+	char buf[8192];
+	struct nlattr *attrs = NULL;
+	ssize_t n;
+	int len = 0, err;
+
+	if (recv_reply(fd, buf, sizeof(buf), &n, why))
+		return -1;
+	err = dcb_reply(buf, n, RTM_SETDCB, &attrs, &len, why);
+	if (err)
+		return err;
+	for_each_attr(a, attrs, len) {
+		if (a->nla_type == DCB_ATTR_IEEE &&
+		    a->nla_len >= NLA_HDRLEN + 1) {
+			int8_t e = *(int8_t *)((char *)a + NLA_HDRLEN);
+
+			return e < 0 ? -e : e;
+		}
+	}
+	*why = "reply without DCB_ATTR_IEEE";
 	return -1;
 }
 
@@ -220,13 +254,6 @@ static int send_ieee(int fd, const char *dev, uint8_t cmd, unsigned int type,
 	return type ? answer(fd, why) : 0;
 }
 
-/* The attributes of a nest (or of a message's payload), one by one */
-#define for_each_attr(a, start, len)					\
-	for (struct nlattr *a = (start); (len) >= NLA_HDRLEN &&		\
-	     a->nla_len >= NLA_HDRLEN && a->nla_len <= (len);		\
-	     (len) -= NLA_ALIGN(a->nla_len),				\
-	     a = (struct nlattr *)((char *)a + NLA_ALIGN(a->nla_len)))
-
 #define MAX_APPS 64
 
 struct ieee_state {
@@ -241,62 +268,46 @@ static int get_ieee(int fd, const char *dev, struct ieee_state *st,
 		    const char **why)
 {
 	char buf[8192];
-	int err = send_ieee(fd, dev, DCB_CMD_IEEE_GET, 0, NULL, 0, why);
+	struct nlattr *attrs = NULL;
 	ssize_t n;
+	int len = 0, err = send_ieee(fd, dev, DCB_CMD_IEEE_GET, 0, NULL, 0, why);
 
+	if (err || recv_reply(fd, buf, sizeof(buf), &n, why))
+		return err ? err : -1;
+	memset(st, 0, sizeof(*st));
+	err = dcb_reply(buf, n, RTM_GETDCB, &attrs, &len, why);
 	if (err)
 		return err;
-	n = recv(fd, buf, sizeof(buf), 0);
-	if (n < 0) {
-		*why = errno == EAGAIN ? "no answer within 5 s" : strerror(errno);
-		return -1;
-	}
-	memset(st, 0, sizeof(*st));
-	for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, n);
-	     h = NLMSG_NEXT(h, n)) {
-		if (h->nlmsg_type == NLMSG_ERROR) {
-			struct nlmsgerr *e = NLMSG_DATA(h);
-
-			return e->error < 0 ? -e->error : e->error;
-		}
-		if (h->nlmsg_type != RTM_GETDCB)
+	for_each_attr(a, attrs, len) {
+		if (a->nla_type != DCB_ATTR_IEEE)
 			continue;
-		int len = (int)NLMSG_PAYLOAD(h, sizeof(struct dcbmsg));
+		int ilen = a->nla_len - NLA_HDRLEN;
 
-		for_each_attr(a, (struct nlattr *)((char *)NLMSG_DATA(h) +
-			      NLMSG_ALIGN(sizeof(struct dcbmsg))), len) {
-			if (a->nla_type != DCB_ATTR_IEEE)
+		for_each_attr(i, (struct nlattr *)((char *)a + NLA_HDRLEN),
+			      ilen) {
+			void *p = (char *)i + NLA_HDRLEN;
+			size_t plen = i->nla_len - NLA_HDRLEN;
+			int tlen = (int)plen;
+
+			if (i->nla_type == DCB_ATTR_IEEE_ETS &&
+			    plen >= sizeof(st->ets))
+				memcpy(&st->ets, p, sizeof(st->ets));
+			if (i->nla_type == DCB_ATTR_IEEE_PFC &&
+			    plen >= sizeof(st->pfc))
+				memcpy(&st->pfc, p, sizeof(st->pfc));
+			if (i->nla_type != DCB_ATTR_IEEE_APP_TABLE)
 				continue;
-			int ilen = a->nla_len - NLA_HDRLEN;
-
-			for_each_attr(i, (struct nlattr *)((char *)a + NLA_HDRLEN),
-				      ilen) {
-				void *p = (char *)i + NLA_HDRLEN;
-				size_t plen = i->nla_len - NLA_HDRLEN;
-				int tlen = (int)plen;
-
-				if (i->nla_type == DCB_ATTR_IEEE_ETS &&
-				    plen >= sizeof(st->ets))
-					memcpy(&st->ets, p, sizeof(st->ets));
-				if (i->nla_type == DCB_ATTR_IEEE_PFC &&
-				    plen >= sizeof(st->pfc))
-					memcpy(&st->pfc, p, sizeof(st->pfc));
-				if (i->nla_type != DCB_ATTR_IEEE_APP_TABLE)
-					continue;
-				for_each_attr(e, (struct nlattr *)p, tlen)
-					if (e->nla_type == DCB_ATTR_IEEE_APP &&
-					    e->nla_len >= NLA_HDRLEN +
-					    sizeof(struct dcb_app) &&
-					    st->napp < MAX_APPS)
-						memcpy(&st->app[st->napp++],
-						       (char *)e + NLA_HDRLEN,
-						       sizeof(struct dcb_app));
-			}
+			for_each_attr(e, (struct nlattr *)p, tlen)
+				if (e->nla_type == DCB_ATTR_IEEE_APP &&
+				    e->nla_len >= NLA_HDRLEN +
+				    sizeof(struct dcb_app) &&
+				    st->napp < MAX_APPS)
+					memcpy(&st->app[st->napp++],
+					       (char *)e + NLA_HDRLEN,
+					       sizeof(struct dcb_app));
 		}
-		return 0;
 	}
-	*why = "no RTM_GETDCB reply";
-	return -1;
+	return 0;
 }
 
 /* The reply to DCB_CMD_IEEE_GET of dev, in hex; 0 or the exit status */
@@ -310,10 +321,8 @@ static int dump_get(int fd, const char *dev, bool json)
 
 	if (err)
 		return runtime_error("%s get: %s", dev, why);
-	n = recv(fd, buf, sizeof(buf), 0);
-	if (n < 0)
-		return runtime_error("%s get: %s", dev, errno == EAGAIN ?
-				     "no answer within 5 s" : strerror(errno));
+	if (recv_reply(fd, (char *)buf, sizeof(buf), &n, &why))
+		return runtime_error("%s get: %s", dev, why);
 	for (ssize_t i = 0; i < n; i++)
 		snprintf(hex + 2 * i, 3, "%02x", buf[i]);
 	hex[2 * n] = '\0';

@@ -33,6 +33,13 @@ def _fmt(counts):
                                                     key=lambda kv: str(kv[0])))
 
 
+def _print_table(cells):
+    """Rows of strings, the first the header, in left-aligned columns."""
+    widths = [max(len(c[i]) for c in cells) for i in range(len(cells[0]))]
+    for c in cells:
+        say("  " + "  ".join(x.ljust(w) for x, w in zip(c, widths)).rstrip())
+
+
 def _table(result):
     head = ("cgroup", "net_prio map", f"TC on {result.sender}",
             "PCP on wire", f"PCP:count on {result.receiver}", "lost",
@@ -43,9 +50,7 @@ def _table(result):
                       f"TC{f.prio}: {result.tc_tx.get(f.prio, 0)}",
                       _fmt(f.wire_pcp) or "-", _fmt(f.pcp_rx) or "-",
                       str(f.lost), str(f.misclassified)))
-    widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
-    for c in cells:
-        say("  " + "  ".join(x.ljust(w) for x, w in zip(c, widths)).rstrip())
+    _print_table(cells)
 
 
 def _controllers(guest):
@@ -163,9 +168,7 @@ def _chain_table(result):
                       ", ".join(f"{d} {v}" for d, v in p.ifpriomap.items()
                                 if d != "lo") or "-",
                       _fmt(p.pcp) or "-", f"{p.seconds:.2f} s"))
-    widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
-    for c in cells:
-        say("  " + "  ".join(x.ljust(w) for x, w in zip(c, widths)).rstrip())
+    _print_table(cells)
 
 
 def demo_dcbx(topology=None, name="demo-dcbx"):
