@@ -141,21 +141,17 @@ for i in $T $T/instances/*; do
 		rm -f $tmp
 	fi
 done
-# Only where lldpad ran (dcbx): the log outlives it, and says why it died.
-L=@LLDPAD_LOG@
-if [ -f $L ]; then
-	item lldpad status
-	/sbin/dcblab-lldpad status 2>&1
-	item lldpad $L
-	tail -n @LLDPAD_MAX@ $L 2>&1; st
-fi
-L=@DCBAPP_LOG@
-if [ -f $L ]; then
-	item lldpad dcbapp-netprio status
-	/sbin/dcblab-dcbapp status 2>&1
-	item lldpad $L
-	tail -n @LLDPAD_MAX@ $L 2>&1; st
-fi
+# Only where lldpad (dcbx) or dcbapp-netprio ran: the log outlives the
+# daemon, and says why it died. daemon STATUS-ITEM SCRIPT LOG
+daemon() {
+	[ -f $3 ] || return 0
+	item lldpad $1
+	/sbin/$2 status 2>&1
+	item lldpad $3
+	tail -n @LLDPAD_MAX@ $3 2>&1; st
+}
+daemon status dcblab-lldpad @LLDPAD_LOG@
+daemon "dcbapp-netprio status" dcblab-dcbapp @DCBAPP_LOG@
 """.replace("@MAX@", str(TRACE_READ_MAX)) \
     .replace("@LLDPAD_MAX@", str(LLDPAD_READ_MAX)) \
     .replace("@LLDPAD_LOG@", LLDPAD_LOG) \
