@@ -4,11 +4,18 @@ The kernel reports an unreferenced object only once it is older than
 kmemleak's minimum age (5 s, MSECS_MIN_AGE): a leak made by one test is
 found by the first scan at least 5 s later, which may be a later test's.
 After each report the list is cleared, so a leak is reported once.
+
+A scan runs inside the write of "scan" (the agent's close flushes it) and
+walks all of the guest's memory: under TCG, right after boot and with
+another lab's guests busy on the same two cores (the splat tests start a
+lab inside the test run), CI saw one take over 10 s. SCAN_TIMEOUT leaves
+room for that; a scan that outlasts it is still an error.
 """
 
 __all__ = ["Kmemleak", "KMEMLEAK"]
 
 KMEMLEAK = "/sys/kernel/debug/kmemleak"
+SCAN_TIMEOUT = 120.0
 
 
 class Kmemleak:
@@ -17,8 +24,8 @@ class Kmemleak:
 
     def scan(self):
         """Scan now; the report text of new suspected leaks, or ""."""
-        self.guest.agent.write_file(KMEMLEAK, "scan")
-        text = self.guest.agent.read_file(KMEMLEAK).decode(errors="replace")
+        self.guest.agent.write_file(KMEMLEAK, "scan", timeout=SCAN_TIMEOUT)
+        text = self.guest.agent.read_file(KMEMLEAK, timeout=SCAN_TIMEOUT).decode(errors="replace")
         if text.strip():
-            self.guest.agent.write_file(KMEMLEAK, "clear")
+            self.guest.agent.write_file(KMEMLEAK, "clear", timeout=SCAN_TIMEOUT)
         return text.strip()
