@@ -114,3 +114,20 @@ def test_pytest_with_an_unknown_flavour_is_one_line_exit_2(pytester,
     assert "INTERNALERROR" not in out and "Traceback" not in out, out
     assert "dcblab: FLAVOUR='fancy': unknown kernel flavour (known: lab, " \
            "debug)" in out
+
+
+@pytest.mark.parametrize("name", [
+    "link-between-two-ports-of-one-switch", "port-rate-not-a-tc-rate",
+    "ets-bandwidth-not-summing-to-100"])
+def test_bad_fabric_file_is_one_line_exit_2_and_nothing_started(tmp_path,
+                                                                 name):
+    path = f"tests/topology/bad/{name}.toml"
+    expect = (ROOT / path).read_text().split("\n", 1)[0][len("# expect: "):]
+    r = subprocess.run(DCBLAB + ["up", path], capture_output=True, text=True,
+                       timeout=60, cwd=ROOT,
+                       env={**os.environ, "DCBLAB_RUN": str(tmp_path)})
+    assert r.returncode == 2
+    assert _one_line(r) == f"dcblab: {expect}\n"
+    assert list(tmp_path.iterdir()) == []
+    assert not any(ns.startswith("dcblab-lab") for ns in subprocess.run(
+        ["ip", "netns", "list"], capture_output=True, text=True).stdout.split())

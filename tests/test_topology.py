@@ -276,3 +276,58 @@ def test_unknown_link_lookup_names_the_known_links(shipped):
     with pytest.raises(TopologyError) as exc:
         shipped.link("l2")
     assert str(exc.value) == f'{shipped.path}: unknown link "l2" (links: l1)'
+
+
+# --- the fabric: switches ----------------------------------------------------
+
+FABRIC = ROOT / "topology" / "dcb-fabric.toml"
+
+
+def test_fabric_has_three_hosts_and_a_switch_with_three_ports():
+    topo = load(FABRIC)
+    assert [(h.name, h.kind) for h in topo.hosts] == \
+        [("h1", "host"), ("h2", "host"), ("h3", "host"), ("sw", "switch")]
+    sw = topo.host("sw")
+    assert [p.name for p in sw.nics] == ["swp1", "swp2", "swp3"]
+    assert sw.bridge_vlans == (100,)
+    assert [(n.host, n.peer, n.peer_is_switch, n.queues)
+            for h in topo.hosts[:3] for n in h.nics] == \
+        [("h1", "sw:swp1", True, 8), ("h2", "sw:swp2", True, 8),
+         ("h3", "sw:swp3", True, 8)]
+
+
+def test_fabric_congested_port_has_rate_and_the_switch_dcb():
+    sw = load(FABRIC).host("sw")
+    swp3 = sw.nic("swp3")
+    assert (swp3.rate, swp3.rate_bps) == ("10mbit", 10_000_000)
+    assert sw.nic("swp1").rate_bps is None
+    d = swp3.dcb
+    assert d.prio_tc == (0, 0, 1, 2, 0, 3, 0, 0)
+    assert d.tsa == ("ets",) * 3 + ("strict",) * 5
+    assert d.bw == (20, 30, 50, 0, 0, 0, 0, 0)
+    assert d.pfc == (3,) and d.tcs == 4
+    assert [(a.selector, a.sel, a.protocol, a.priority) for a in d.apps] == \
+        [("dgram-port", 3, 4791, 3)]
+    # The switch-level dcb table is every port's.
+    assert all(p.dcb == d for p in sw.nics)
+
+
+def test_port_dcb_table_replaces_the_switchs(tmp_path):
+    text = FABRIC.read_text().replace(
+        '[switches.sw.ports.swp1]\n',
+        '[switches.sw.ports.swp1]\n[switches.sw.ports.swp1.dcb]\n'
+        'prio_tc = [0, 0, 0, 0, 0, 1, 1, 1]\n')
+    sw = load(_write(tmp_path, text)).host("sw")
+    assert sw.nic("swp1").dcb.prio_tc == (0, 0, 0, 0, 0, 1, 1, 1)
+    assert sw.nic("swp1").dcb.tsa == ("strict",) * 8
+    assert sw.nic("swp2").dcb.prio_tc == (0, 0, 1, 2, 0, 3, 0, 0)
+
+
+def test_ets_qdisc_serves_strict_tcs_first_and_quanta_follow_shares():
+    from dcblab.lab.switch import ets_qdisc_args, port_bands
+    d = load(FABRIC).host("sw").nic("swp3").dcb
+    # TC 3 strict first, then ETS TCs 0, 1, 2
+    assert port_bands(d) == [3, 0, 1, 2]
+    assert ets_qdisc_args(d) == (
+        "bands 4 strict 1 quanta 2000 3000 5000 priomap "
+        "1 1 2 3 1 0 1 1 1 1 2 3 1 0 1 1").split()

@@ -13,6 +13,7 @@ sockets and logs in a private run directory:
   qemu.log     QEMU's own stdout/stderr
 """
 
+import functools
 import os
 import signal
 import subprocess
@@ -26,6 +27,27 @@ from ..guest import qmp
 from ..guest.agent import Agent, AgentError
 from ..guest.console import Console, ConsoleTimeout
 from .base import Backend, Machine, VmError, VmSpec, register
+
+
+@functools.cache
+def tsc_cmdline():
+    """A TCG guest's clock: its TSC, at the host TSC's frequency (what a
+    TCG guest's RDTSC reads), measured by build/tools/tsc-khz. Without
+    ACPI the kernel has nothing to calibrate the TSC against, marks it
+    unstable and keeps time with jiffies, which lose ticks whenever the
+    vCPU thread waits for a core: guest clocks then ran up to ~1.8x slow
+    with four guests on two cores, and every rate a guest set (a tbf
+    shaper, priosend --rate) was off by as much. tools/tsc-khz.c says
+    more. Empty if the tool is missing or the TSC unusable (jiffies as
+    before)."""
+    try:
+        out = subprocess.run([str(paths.tools_dir() / "tsc-khz")],
+                             capture_output=True, text=True, timeout=10)
+    except OSError:
+        return ()
+    if out.returncode != 0 or not out.stdout.strip().isdigit():
+        return ()
+    return (f"tsc_early_khz={out.stdout.strip()}", "tsc=reliable")
 
 __all__ = ["QemuVm", "QemuBackend", "choose_accel", "probe_kvm", "QEMU"]
 
@@ -54,6 +76,8 @@ class QemuVm(Machine):
         cmdline = ["console=ttyS0", "loglevel=6", "panic=-1",
                    "dummy.numdummies=0",
                    f"dcblab.host={s.name}", *s.cmdline]
+        if s.accel != "kvm":
+            cmdline += tsc_cmdline()
         accel = "kvm" if s.accel == "kvm" else "tcg,thread=multi"
         argv = [QEMU, "-name", s.name, "-nodefaults", "-no-user-config",
                 "-display", "none", "-no-reboot", "-machine", "pc",

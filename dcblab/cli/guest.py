@@ -228,7 +228,7 @@ def cmd_reset(args):
     from ..lab import Lab, baseline_devices, reset_baseline
     lab = Lab.attach(lab_name(args))
     m, host = lab.machine(args.host), lab.topology.host(args.host)
-    for line in reset_baseline(m, host):
+    for line in reset_baseline(m, host, lab.topology.dcbx):
         say(f"{args.host}: {line}")
     say(f"{args.host}: at the topology's baseline (devices "
         f"{', '.join(baseline_devices(host))})")

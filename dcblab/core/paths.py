@@ -42,6 +42,11 @@ def bzimage(flavour_name=None) -> Path:
     return kernel_obj(flavour_name) / "arch/x86/boot/bzImage"
 
 
+def tools_dir() -> Path:
+    """The built C tools (make image), the host-side tsc-khz among them."""
+    return build_dir() / "tools"
+
+
 def initramfs() -> Path:
     return build_dir() / "initramfs.cpio"
 

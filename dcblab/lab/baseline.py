@@ -3,8 +3,10 @@ applied after boot and restored between tests."""
 
 import json
 
+from .switch import BRIDGE, run_script, switch_qos_script, switch_setup_script
+
 __all__ = ["baseline_ip", "apply_baseline", "baseline_devices",
-           "reset_baseline"]
+           "reset_baseline", "restore"]
 
 
 def _qos(pairs):
@@ -37,11 +39,16 @@ def baseline_ip(host):
 def baseline_devices(host):
     """The network devices the baseline makes (what a restore keeps)."""
     return [n.name for n in host.nics] + \
-        [n.vlan_dev(v) for n in host.nics for v in n.vlans]
+        [n.vlan_dev(v) for n in host.nics for v in n.vlans] + \
+        ([BRIDGE] if host.is_switch else [])
 
 
 def apply_baseline(machine, host):
-    """All queue pairs of each multi-queue NIC on, then the ip config."""
+    """All queue pairs of each multi-queue NIC on, then the ip config; a
+    switch's whole setup (dcblab.lab.switch)."""
+    if host.is_switch:
+        run_script(machine, switch_setup_script(host))
+        return
     for nic in host.nics:
         if nic.queues > 1:
             machine.run(["ethtool", "-L", nic.name, "combined",
@@ -67,12 +74,27 @@ def _missing(machine, host):
     return missing
 
 
-def reset_baseline(machine, host):
+def restore(machine, host, dcbx=False, check=True):
+    """The per-test restore (guest-image/restore) of one guest. With
+    dcbx, a host NIC facing a switch keeps its DCB: lldpad adopted it
+    from the switch, and would not write it again before its next
+    LLDPDU exchange (30 s). A switch gets its trust filters, qdiscs and
+    port DCB back (the restore removes them; fresh counters, too)."""
+    keep = [n.name for n in host.nics if dcbx and n.peer_is_switch]
+    env = ["env", f"DCBLAB_KEEP_DCB={' '.join(keep)}"] if keep else []
+    res = machine.run([*env, "dcblab-restore", *baseline_devices(host)],
+                      check=check)
+    if host.is_switch:
+        run_script(machine, "\n".join(switch_qos_script(host)),
+                   "switch restore")
+    return res
+
+
+def reset_baseline(machine, host, dcbx=False):
     """Back to the baseline, whatever was changed by hand: the per-test
     restore (guest-image/restore), then the baseline's devices and
     addresses made again if any is missing. Returns what it did."""
-    res = machine.run(["dcblab-restore", *baseline_devices(host)],
-                      check=False)
+    res = restore(machine, host, dcbx, check=False)
     done = res.stdout.splitlines()
     if res.rc != 0:
         done.append(f"dcblab-restore rc {res.rc}: {res.stderr.strip()}")

@@ -8,7 +8,7 @@ entries DCBX installs into net_prio cgroups, started where it is wanted
 from ..core.cmd import CmdError
 from .runs import LabError
 
-__all__ = ["LLDPAD_LOG", "start_lldpad", "stop_lldpad", "lldpad_pid",
+__all__ = ["LLDPAD_LOG", "start_lldpad", "dcbx_script", "ets_tlv_args", "stop_lldpad", "lldpad_pid",
            "DCBAPP_LOG", "start_dcbapp", "stop_dcbapp", "dcbapp_pid"]
 
 # In the guest; kept across restarts of lldpad (failure reports read it).
@@ -62,3 +62,44 @@ def dcbapp_pid(machine):
     """dcbapp-netprio's pid in the guest, or None if it is not running."""
     res = machine.run(["dcblab-dcbapp", "status"], check=False)
     return int(res.stdout) if res.rc == 0 else None
+
+
+LLDPTOOL = "/usr/sbin/lldptool"
+
+
+def ets_tlv_args(dcb):
+    """lldptool's ETS-CFG / ETS-REC arguments for a PortDcb."""
+    return ["tsa=" + ",".join(f"{tc}:{t}" for tc, t in enumerate(dcb.tsa)),
+            "up2tc=" + ",".join(f"{p}:{tc}" for p, tc in
+                                enumerate(dcb.prio_tc)),
+            "tcbw=" + ",".join(map(str, dcb.bw))]
+
+
+def dcbx_script(host):
+    """lldptool commands (one sh script) making host's ports what a DCB
+    fabric wants, or "" if nothing: a switch port with a DCB configuration
+    is unwilling and advertises it (ETS-CFG, ETS-REC, PFC, APP); a host
+    NIC facing a switch is willing (ETS, PFC) and advertises no APP (it
+    learns APP from the switch; see dcblab.testing.dcb.dcbx_port on why
+    only one end sends APP). Host-to-host links stay as lldpad starts
+    them: the two-host tests configure both ends themselves."""
+    sh = []
+
+    def tool(dev, tlv, *args):
+        sh.append(" ".join([LLDPTOOL, "-T", "-i", dev, "-V", tlv, *args])
+                  + " >/dev/null")
+    for nic in host.nics:
+        if host.is_switch and nic.dcb:
+            d = nic.dcb
+            tool(nic.name, "ETS-CFG", "willing=no", "enableTx=yes",
+                 *ets_tlv_args(d))
+            tool(nic.name, "ETS-REC", "enableTx=yes", *ets_tlv_args(d))
+            tool(nic.name, "PFC", "willing=no", "enableTx=yes",
+                 "enabled=" + (",".join(map(str, d.pfc)) or "none"))
+            for a in d.apps:
+                tool(nic.name, "APP", f"app={a.priority},{a.sel},{a.protocol}")
+            tool(nic.name, "APP", "enableTx=yes")
+        elif not host.is_switch and nic.peer_is_switch:
+            tool(nic.name, "ETS-CFG", "willing=yes", "enableTx=yes")
+            tool(nic.name, "PFC", "willing=yes", "enableTx=yes")
+    return "\n".join(sh) + "\n" if sh else ""

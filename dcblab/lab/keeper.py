@@ -50,7 +50,8 @@ from ..guest.agent import AgentTimeout
 from ..topology import load
 from . import wire
 from .baseline import apply_baseline
-from .dcbx import start_lldpad
+from .dcbx import dcbx_script, start_lldpad
+from .switch import run_script
 from .reaper import run_pids, run_tag, teardown
 from .runs import (SOCKET, TOPOLOGY, LabError, lab_dir, read_state,
                    write_state)
@@ -141,6 +142,10 @@ class Keeper:
         if self.topology.dcbx:
             # After the baseline: lldpad finds eth0 up, and sends at once.
             start_lldpad(m)
+            script = dcbx_script(host)
+            if script:
+                # A fabric: switch ports advertise, hosts are willing.
+                run_script(m, script, "DCBX port setup")
             t["lldpad"] = time.monotonic() - m.t_start
         self.hosts[host.name]["state"] = "running"
         t["ready"] = time.monotonic() - m.t_start

@@ -2,7 +2,7 @@
 
 import concurrent.futures
 
-from ..lab import baseline_devices
+from ..lab.baseline import restore
 from .guest import Guest
 
 __all__ = ["LabHandle"]
@@ -39,8 +39,7 @@ class LabHandle:
                  if calls[h.name] != self._restored.get(h.name)]
 
         def one(host):
-            self.guests[host.name].run(["dcblab-restore",
-                                        *baseline_devices(host)])
+            restore(self.guests[host.name], host, self.topology.dcbx)
         # The guests restore in parallel; the first failure is raised.
         with concurrent.futures.ThreadPoolExecutor() as pool:
             for f in [pool.submit(one, h) for h in hosts]:

@@ -47,6 +47,7 @@ __all__ = []
 
 _machines = []
 _leaks = {}          # guest name -> Kmemleak, on flavours that have it
+LABS = ("lab", "fabric")   # the fixtures that are labs
 _session = {"config": None, "failed": False}
 _saved = {}          # test nodeid -> its artefact folder, this session
 _kept = []           # names of labs left up by --keep-lab-on-failure
@@ -77,33 +78,52 @@ def pytest_report_header(config):
             f"kmemleak scans {'on' if f.kmemleak else 'off'}"]
 
 
-@pytest.fixture(scope="session")
-def lab():
+def _lab_up(topology, name, prefix=""):
+    """A lab up for the session's tests: console watched, kmemleak (debug
+    flavour) scanned after boot and after each test; down at the end
+    unless kept (--keep-lab-on-failure)."""
     try:
         paths.check_images()
     except paths.MissingImages as e:
         pytest.exit(str(e), returncode=2)
     # Leftovers of runs whose owner died (a killed pytest): by run id only.
     reap(say=lambda msg: None)
-    the_lab = Lab(load(paths.default_topology()), name=f"pytest-{os.getpid()}")
+    the_lab = Lab(load(topology), name=name)
+    leaks = []
     try:
         the_lab.up(owner_pid=os.getpid())
         _machines.extend(the_lab.machines.values())
         handle = LabHandle(the_lab)
         if the_lab.flavour.kmemleak:
-            for name, g in handle.guests.items():
-                _leaks[name] = Kmemleak(g)
+            for host, g in handle.guests.items():
+                leaks.append(prefix + host)
+                _leaks[prefix + host] = Kmemleak(g)
             boot = _leak_report()
             if boot:
                 pytest.fail(f"kmemleak reports leaks from boot:\n{boot}")
         yield handle
     finally:
-        _leaks.clear()
+        for key in leaks:
+            _leaks.pop(key, None)
         if _keep_lab():
             the_lab.disown()
             _kept.append(the_lab.name)
         else:
             the_lab.down()
+
+
+@pytest.fixture(scope="session")
+def lab():
+    """The default topology's lab (two-hosts), up for the whole session."""
+    yield from _lab_up(paths.default_topology(), f"pytest-{os.getpid()}")
+
+
+@pytest.fixture(scope="module")
+def fabric():
+    """topology/dcb-fabric.toml (three hosts, a switch), up for the tests
+    of one module: its four guests are not kept running for the rest."""
+    yield from _lab_up(paths.ROOT / "topology" / "dcb-fabric.toml",
+                       f"fab-{os.getpid()}", prefix="fabric:")
 
 
 @pytest.fixture
@@ -118,8 +138,9 @@ def _baseline(request):
     # the kept lab shows the failed test's own state, not the baseline.
     if _keep_lab() and request.session.shouldfail:
         return
-    if "lab" in request.fixturenames:
-        request.getfixturevalue("lab").restore()
+    for name in LABS:
+        if name in request.fixturenames:
+            request.getfixturevalue(name).restore()
 
 
 @pytest.fixture
@@ -159,7 +180,8 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     problems = _splat_report()
-    if call.when == "teardown" and _leaks and "lab" in item.fixturenames:
+    if call.when == "teardown" and _leaks and \
+            any(name in item.fixturenames for name in LABS):
         problems = "\n\n".join(p for p in (problems, _leak_report()) if p)
     if problems and not report.failed:
         report.outcome = "failed"

@@ -11,7 +11,14 @@ from typing import Optional
 
 from ..core.errors import UsageError
 
-__all__ = ["TopologyError", "Topology", "Host", "Nic", "Vlan", "Link", "quote"]
+__all__ = ["TopologyError", "Topology", "Host", "Nic", "Vlan", "Link", "App",
+           "PortDcb", "APP_SELECTORS", "quote"]
+
+# dcb(8)'s names of the IEEE APP selectors (802.1Qaz table D-9), in the
+# order of their numbers 1..5, and the largest protocol value of each.
+APP_SELECTORS = {"ethtype": (1, 0xffff), "stream-port": (2, 0xffff),
+                 "dgram-port": (3, 0xffff), "port": (4, 0xffff),
+                 "dscp": (5, 63)}
 
 
 class TopologyError(UsageError):
@@ -31,6 +38,40 @@ class Vlan:
 
 
 @dataclass(frozen=True)
+class App:
+    """One APP entry: traffic by (selector, protocol) gets priority."""
+    selector: str       # a key of APP_SELECTORS ("dgram-port": UDP port)
+    protocol: int
+    priority: int
+
+    @property
+    def sel(self) -> int:
+        """The IEEE selector number (lldptool's app=PRIO,SEL,PROTO)."""
+        return APP_SELECTORS[self.selector][0]
+
+
+@dataclass(frozen=True)
+class PortDcb:
+    """A switch port's DCB configuration, the way `dcb ets/pfc/app show`
+    prints it: each tuple of 8 is indexed by priority (prio_tc) or by
+    traffic class (tsa, bw). The switch applies it to the port's driver
+    and as the qdiscs that enforce it, and lldpad advertises it."""
+    prio_tc: tuple[int, ...]
+    tsa: tuple[str, ...]        # "strict" or "ets" per TC
+    bw: tuple[int, ...]         # percent per TC, ETS TCs sum to 100
+    pfc: tuple[int, ...]        # priorities with PFC on, ascending
+    apps: tuple[App, ...]
+
+    @property
+    def tcs(self) -> int:
+        """Traffic classes in use: 1 + the highest TC a priority maps to."""
+        return max(self.prio_tc) + 1
+
+    def prios_of(self, tc: int) -> tuple[int, ...]:
+        return tuple(p for p, t in enumerate(self.prio_tc) if t == tc)
+
+
+@dataclass(frozen=True)
 class Nic:
     host: str
     name: str
@@ -40,6 +81,16 @@ class Nic:
     vlans: tuple[Vlan, ...]
     link: str
     queues: int
+    # A switch port's egress shaper (bits/s, and as the file wrote it, which
+    # is what tc is given) and DCB; None on host NICs and plain ports.
+    rate_bps: Optional[int] = None
+    rate: Optional[str] = None
+    dcb: Optional[PortDcb] = None
+    # The NIC at the other end of its link ("host:nic"), and whether that
+    # end is a switch port: a host NIC facing a switch takes its DCB from
+    # it by DCBX (willing).
+    peer: str = ""
+    peer_is_switch: bool = False
 
     def vlan_dev(self, vlan: Vlan) -> str:
         return f"{self.name}.{vlan.id}"
@@ -47,11 +98,23 @@ class Nic:
 
 @dataclass(frozen=True)
 class Host:
+    """A machine of the lab: a host, or a switch (kind "switch", whose NICs
+    are its ports swp1..swpN, joined in a VLAN-aware bridge br0 with
+    bridge_vlans tagged on every port)."""
     name: str
     index: int
     memory_mib: int
     cpus: int
     nics: tuple[Nic, ...]
+    kind: str = "host"
+    bridge_vlans: tuple[int, ...] = ()
+
+    @property
+    def is_switch(self) -> bool:
+        return self.kind == "switch"
+
+    def nic(self, name: str) -> Nic:
+        return _find(self.nics, name, f"{self.name} NIC", self.name)
 
 
 @dataclass(frozen=True)
@@ -66,6 +129,7 @@ class Link:
 class Topology:
     name: str
     path: str
+    # every machine, switches too (after the hosts, in file order)
     hosts: tuple[Host, ...]
     links: tuple[Link, ...]
     # lldpad (LLDP, and DCBX where the NIC's driver does DCB) runs in
@@ -74,6 +138,10 @@ class Topology:
 
     def host(self, name: str) -> Host:
         return _find(self.hosts, name, "host", self.path)
+
+    @property
+    def switches(self) -> tuple[Host, ...]:
+        return tuple(h for h in self.hosts if h.is_switch)
 
     def link(self, name: str) -> Link:
         return _find(self.links, name, "link", self.path)

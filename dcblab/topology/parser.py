@@ -15,7 +15,8 @@ from dataclasses import replace
 from pathlib import PurePath
 from typing import Optional
 
-from .model import Host, Link, Nic, Topology, TopologyError, Vlan, quote
+from .model import (APP_SELECTORS, App, Host, Link, Nic, PortDcb, Topology,
+                    TopologyError, Vlan, quote)
 
 __all__ = ["load", "parse"]
 
@@ -25,8 +26,17 @@ _TOPOLOGY_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,15}")
 _HOST_NAME = re.compile(r"[a-z][a-z0-9]{0,7}")
 _LINK_NAME = _HOST_NAME
 _NIC_NAME = re.compile(r"eth[0-9]+")
+_PORT_NAME = re.compile(r"swp[1-9][0-9]*")
 
-_TOP_KEYS = ("name", "dcbx", "hosts", "links")
+_TOP_KEYS = ("name", "dcbx", "hosts", "switches", "links")
+_SWITCH_KEYS = ("memory_mib", "cpus", "vlans", "dcb", "ports")
+_PORT_KEYS = ("rate", "dcb")
+_DCB_KEYS = ("prio_tc", "tsa", "bw", "pfc", "apps")
+_APP_KEYS = ("selector", "protocol", "priority")
+# tc's rate units (tc(8) "RATES"), decimal as tc reads them
+_RATE = re.compile(r"([0-9]+)(bit|kbit|mbit|gbit)")
+_RATE_UNIT = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9}
+_RATE_MIN, _RATE_MAX = 100_000, 100 * 10**9
 _HOST_KEYS = ("memory_mib", "cpus", "nics")
 _NIC_KEYS = ("ipv4", "ipv6", "vlans")
 _VLAN_KEYS = ("id", "ipv4", "ipv6", "egress_qos_map", "ingress_qos_map")
@@ -90,7 +100,14 @@ class _Parser:
             self.fail("no hosts: declare at least one [hosts.NAME] table")
         hosts = [self.host(hname, htable, i)
                  for i, (hname, htable) in enumerate(hosts_t.items())]
+        switches_t = doc.get("switches", {})
+        self.table(switches_t, "switches")
+        for sname, stable in switches_t.items():
+            if sname in hosts_t:
+                self.fail(f"switch {quote(sname)}", "a host has that name")
+            hosts.append(self.switch(sname, stable, len(hosts)))
         nics = {(h.name, n.name): n for h in hosts for n in h.nics}
+        kinds = {h.name: h.kind for h in hosts}
 
         links_t = doc.get("links", {})
         self.table(links_t, "links")
@@ -99,24 +116,38 @@ class _Parser:
 
         # Both checks go in file order, so the first error a user sees is
         # the first one in the file.
-        on_link = {}
+        on_link, peers = {}, {}
         for lname, a, b, queues in raw_links:
             if a == b:
                 self.fail(f"NIC {quote(_nic_id(a))} is on both ends of link "
                           f"{quote(lname)}")
+            if a[0] == b[0] and kinds[a[0]] == "switch":
+                # A loop through the bridge: every broadcast would circle.
+                self.fail(f"link {quote(lname)}", f"both ends are ports of "
+                          f"switch {quote(a[0])} ({_nic_id(a)}, "
+                          f"{_nic_id(b)}): a loop through its bridge")
             for end in (a, b):
                 if end in on_link:
                     self.fail(f"NIC {quote(_nic_id(end))} is on links "
                               f"{quote(on_link[end][0])} and {quote(lname)}")
                 on_link[end] = (lname, queues)
+            peers[a], peers[b] = b, a
         for key in nics:
             if key not in on_link:
                 self.fail(f"NIC {quote(_nic_id(key))} is on no link: join it "
                           f"to another NIC with a [links.NAME] table, "
                           f'a = "{_nic_id(key)}", b = "HOST:NIC"')
 
+        for key, nic in nics.items():
+            if nic.dcb and nic.dcb.tcs > on_link[key][1]:
+                self.fail(f"port {quote(_nic_id(key))}", f"dcb: prio_tc uses "
+                          f"{nic.dcb.tcs} traffic classes, but link "
+                          f"{quote(on_link[key][0])} has {on_link[key][1]} "
+                          "queues (one TC needs at least one queue)")
         built = {key: replace(nic, link=on_link[key][0],
-                              queues=on_link[key][1])
+                              queues=on_link[key][1],
+                              peer=_nic_id(peers[key]),
+                              peer_is_switch=kinds[peers[key][0]] == "switch")
                  for key, nic in nics.items()}
         return Topology(
             name=name, path=self.path, dcbx=dcbx,
@@ -142,14 +173,18 @@ class _Parser:
                       "or set name")
         return name
 
-    def host(self, name: str, table, index: int) -> Host:
-        where = f"host {quote(name)}"
+    def machine(self, where, name, table, keys, cpus):
+        """What hosts and switches share: name, keys, memory and CPUs."""
         if not _HOST_NAME.fullmatch(name):
             self.fail(where, f"name must match ^{_HOST_NAME.pattern}$")
         self.table(table, where=where)
-        self.keys(table, _HOST_KEYS, where)
-        mem = self.int(table, "memory_mib", 128, 64, 4096, where)
-        cpus = self.int(table, "cpus", 2, 1, 8, where)
+        self.keys(table, keys, where)
+        return (self.int(table, "memory_mib", 128, 64, 4096, where),
+                self.int(table, "cpus", cpus, 1, 8, where))
+
+    def host(self, name: str, table, index: int) -> Host:
+        where = f"host {quote(name)}"
+        mem, cpus = self.machine(where, name, table, _HOST_KEYS, cpus=2)
 
         nics_t = table.get("nics", {})
         self.table(nics_t, "nics", where)
@@ -212,6 +247,134 @@ class _Parser:
                                          (_PCP_MAX, "PCP"),
                                          (_U32_MAX, "skb priority")))
 
+    def switch(self, name: str, table, index: int) -> Host:
+        where = f"switch {quote(name)}"
+        mem, cpus = self.machine(where, name, table, _SWITCH_KEYS, cpus=1)
+        vlans = table.get("vlans", [])
+        if not isinstance(vlans, list) or not all(_is_int(v) for v in vlans):
+            self.fail(where, f"vlans must be an array of VLAN ids, "
+                             f"got {_show_arr(vlans)}")
+        for v in vlans:
+            if not 2 <= v <= 4094:
+                # VLAN 1 is the bridge's default PVID (untagged frames).
+                self.fail(where, f"vlans: VLAN id must be 2..4094, got {v}")
+        if len(set(vlans)) != len(vlans):
+            self.fail(where, "vlans: a VLAN id is given twice")
+        dcb = (self.dcb(table["dcb"], f"{where}: dcb")
+               if "dcb" in table else None)
+        ports_t = table.get("ports", {})
+        self.table(ports_t, "ports", where)
+        ports = []
+        for pname, ptable in ports_t.items():
+            if not _PORT_NAME.fullmatch(pname):
+                self.fail(where, f"port name {quote(pname)} must match "
+                                 f"^{_PORT_NAME.pattern}$")
+            pwhere = f"port {quote(f'{name}:{pname}')}"
+            self.table(ptable, where=pwhere)
+            self.keys(ptable, _PORT_KEYS, pwhere)
+            rate, rate_bps = self.rate(ptable, pwhere)
+            pdcb = (self.dcb(ptable["dcb"], f"{pwhere}: dcb")
+                    if "dcb" in ptable else dcb)
+            ports.append(Nic(name, pname, int(pname[len("swp"):]) - 1,
+                             None, None, (), link="", queues=0,
+                             rate_bps=rate_bps, rate=rate, dcb=pdcb))
+        ports.sort(key=lambda n: n.index)
+        expected = [f"swp{i + 1}" for i in range(len(ports))]
+        got = [n.name for n in ports]
+        if got != expected:
+            want = (expected[0] if len(expected) == 1
+                    else f"{expected[0]}..{expected[-1]}")
+            self.fail(where, f"ports must be {want}, got {', '.join(got)}")
+        if not ports:
+            self.fail(where, "no ports: declare [switches.NAME.ports.swp1]")
+        return Host(name, index, mem, cpus, tuple(ports), kind="switch",
+                    bridge_vlans=tuple(vlans))
+
+    def rate(self, table: dict, where: str):
+        if "rate" not in table:
+            return None, None
+        v = table["rate"]
+        m = _RATE.fullmatch(v) if isinstance(v, str) else None
+        if not m:
+            self.fail(where, f"rate must be a tc rate like \"20mbit\" "
+                             f"(units bit, kbit, mbit, gbit), got {_show(v)}")
+        bps = int(m.group(1)) * _RATE_UNIT[m.group(2)]
+        if not _RATE_MIN <= bps <= _RATE_MAX:
+            self.fail(where, f"rate must be 100kbit..100gbit, got {quote(v)}")
+        return v, bps
+
+    def dcb(self, table, where: str) -> PortDcb:
+        self.table(table, where=where)
+        self.keys(table, _DCB_KEYS, where)
+        prio_tc = self.int8(table, "prio_tc", (0,) * 8, 0, 7, where)
+        tsa = table.get("tsa", ["strict"] * 8)
+        if (not isinstance(tsa, list) or len(tsa) != 8
+                or not all(t in ("strict", "ets") for t in tsa)):
+            self.fail(where, 'tsa must be an array of 8 "strict" or "ets" '
+                             f"(one per traffic class), got {_show_arr(tsa)}")
+        bw = self.int8(table, "bw", (0,) * 8, 0, 100, where)
+        ets = [tc for tc in range(8) if tsa[tc] == "ets"]
+        for tc in range(8):
+            if tsa[tc] == "strict" and bw[tc]:
+                self.fail(where, f"bw: traffic class {tc} is strict, its "
+                                 f"bandwidth must be 0, got {bw[tc]}")
+        total = sum(bw[tc] for tc in ets)
+        if ets and total != 100:
+            self.fail(where, f"bw of the ETS traffic classes "
+                             f"({', '.join(map(str, ets))}) must sum to 100, "
+                             f"got {total}")
+        used = max(prio_tc) + 1
+        for tc in ets:
+            if tc >= used:
+                self.fail(where, f"tsa: traffic class {tc} is ETS but no "
+                                 "priority maps to it in prio_tc")
+        pfc = table.get("pfc", [])
+        if (not isinstance(pfc, list) or not all(_is_int(p) for p in pfc)
+                or not all(0 <= p <= 7 for p in pfc)
+                or len(set(pfc)) != len(pfc)):
+            self.fail(where, "pfc must be an array of distinct priorities "
+                             f"0..7, got {_show_arr(pfc)}")
+        apps_v = table.get("apps", [])
+        if not isinstance(apps_v, list):
+            self.fail(where, f"apps must be an array of tables, "
+                             f"got {_show(apps_v)}")
+        apps = []
+        for i, a in enumerate(apps_v):
+            awhere = f"{where}: apps[{i}]"
+            self.table(a, where=awhere)
+            self.keys(a, _APP_KEYS, awhere)
+            for key in _APP_KEYS:
+                if key not in a:
+                    self.fail(awhere, f"{key} is required")
+            sel = a["selector"]
+            if sel not in APP_SELECTORS:
+                self.fail(awhere, f"selector must be one of "
+                                  f"{', '.join(APP_SELECTORS)}, "
+                                  f"got {_show(sel)}")
+            proto = self.int(a, "protocol", None, 0, APP_SELECTORS[sel][1],
+                             awhere)
+            prio = self.int(a, "priority", None, 0, 7, awhere)
+            app = App(sel, proto, prio)
+            if any((x.selector, x.protocol) == (sel, proto) for x in apps):
+                self.fail(awhere, f"{sel} {proto} is given twice")
+            apps.append(app)
+        return PortDcb(prio_tc, tuple(tsa), bw, tuple(sorted(pfc)),
+                       tuple(apps))
+
+    def int8(self, table: dict, key: str, default, lo: int, hi: int,
+             where: str):
+        if key not in table:
+            return default
+        v = table[key]
+        if (not isinstance(v, list) or len(v) != 8
+                or not all(_is_int(x) for x in v)):
+            self.fail(where, f"{key} must be an array of 8 integers, "
+                             f"got {_show_arr(v)}")
+        for i, x in enumerate(v):
+            if not lo <= x <= hi:
+                self.fail(where, f"{key}[{i}] must be {lo}..{hi}, got {x}")
+        return tuple(v)
+
     def link(self, name: str, table, hosts, nics):
         where = f"link {quote(name)}"
         if not _LINK_NAME.fullmatch(name):
@@ -233,7 +396,10 @@ class _Parser:
             if host not in host_names:
                 self.fail(where, f"unknown host {quote(host)}")
             if (host, nic) not in nics:
-                self.fail(where, f"host {quote(host)} has no NIC {quote(nic)}")
+                kind = next(h.kind for h in hosts if h.name == host)
+                what = "port" if kind == "switch" else "NIC"
+                self.fail(where, f"{kind} {quote(host)} has no {what} "
+                                 f"{quote(nic)}")
             ends.append((host, nic))
         queues = self.int(table, "queues", 1, 1, 16, where)
         return name, ends[0], ends[1], queues
@@ -335,6 +501,16 @@ class _Parser:
 def _is_int(v) -> bool:
     # TOML true/false are Python bools, which are ints; they must not pass.
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _show_arr(v) -> str:
+    """Like _show, but a short array of scalars is written out: what is
+    wrong with [0, 0, 1] is in its items."""
+    if (isinstance(v, list) and len(v) <= 9
+            and all(isinstance(x, (int, str)) and not isinstance(x, dict)
+                    for x in v)):
+        return "[" + ", ".join(_show(x) for x in v) + "]"
+    return _show(v)
 
 
 def _nic_id(key) -> str:

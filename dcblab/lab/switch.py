@@ -1,0 +1,153 @@
+"""A switch machine: its ports in a VLAN-aware bridge, PCP trusted on
+ingress, each port's DCB configuration applied to the port's driver (so
+that lldpad advertises it) and enforced by qdiscs (ETS under the port's
+shaper). docs/fabric.md explains the data path.
+
+Everything is one shell script per step, run by the guest's sh in one
+agent command: each `ip`/`tc`/`dcb` run costs ~70 ms under TCG, most of
+it the dynamic loader, and an agent round trip adds its own.
+"""
+
+from .runs import LabError
+
+__all__ = ["switch_setup_script", "switch_qos_script", "ets_qdisc_args",
+           "port_bands", "dcb_batch", "run_script", "BRIDGE", "ETS_HANDLE"]
+
+BRIDGE = "br0"
+# Full paths: busybox sh runs its own ip/tc applets before PATH.
+IP, TC, DCB, BR, ETHTOOL = ("/sbin/ip", "/sbin/tc", "/sbin/dcb",
+                            "/sbin/bridge", "/sbin/ethtool")
+# The handle of the ETS qdisc on a port (under the shaper's 1: when the
+# port has a rate): `tc -s class show dev swp3 parent 10:` lists its bands.
+ETS_HANDLE = "10:"
+# Ingress filters that trust the PCP: one per PCP, handle PCP + 1.
+TRUST_PREF = 10
+
+
+def port_bands(dcb):
+    """The ETS qdisc's bands for a port's DCB, in the qdisc's order: the
+    strict TCs first, highest TC first (802.1Q: among strict classes the
+    higher TC wins; `ets` serves band 0 first), then the ETS TCs in TC
+    order. A list of TC numbers; band i serves TC bands[i]."""
+    used = range(dcb.tcs)
+    strict = [tc for tc in reversed(used) if dcb.tsa[tc] == "strict"]
+    ets = [tc for tc in used if dcb.tsa[tc] == "ets"]
+    return strict + ets
+
+
+def ets_qdisc_args(dcb):
+    """`tc qdisc add ... ets` arguments enforcing dcb: bands, strict
+    count, quanta proportional to the bandwidth shares (DRR: each round a
+    band may send its quantum, so the shares of backlogged bands are the
+    quanta's ratio), priomap priority -> band of its TC."""
+    bands = port_bands(dcb)
+    strict = sum(1 for tc in bands if dcb.tsa[tc] == "strict")
+    # 100 bytes per percent: 20 % -> 2000 bytes, at least one full frame
+    # for any share >= 16 %, and rounds short enough (10 kB) that a 100 ms
+    # sample at a few Mbit/s sees many of them.
+    quanta = [str(max(dcb.bw[tc], 1) * 100) for tc in bands[strict:]]
+    band_of = {tc: i for i, tc in enumerate(bands)}
+    priomap = [str(band_of[dcb.prio_tc[p % 8]]) for p in range(16)]
+    args = ["bands", str(len(bands))]
+    if strict:
+        args += ["strict", str(strict)]
+    if quanta:
+        args += ["quanta", *quanta]
+    return args + ["priomap", *priomap]
+
+
+def _tbf_burst(rate_bps):
+    # 20 ms at the port's rate, at least two full frames: a token bucket
+    # smaller than one frame would never send it, and one that refills
+    # less than a timer wakeup's worth caps the rate below the set one
+    # (seen before the kernel had high-resolution timers: 5.5 of 10
+    # Mbit/s, with the watchdog waking per 4 ms jiffy under TCG).
+    return max(rate_bps // 8 // 50, 2 * 1522)
+
+
+_APP_VERB = {"ethtype": "ethtype-prio", "stream-port": "stream-port-prio",
+             "dgram-port": "dgram-port-prio", "port": "port-prio",
+             "dscp": "dscp-prio"}
+
+
+def dcb_batch(port):
+    """`dcb -b` lines giving a port's driver its DCB configuration."""
+    d = port.dcb
+    lines = [
+        f"ets set dev {port.name} "
+        f"prio-tc {' '.join(f'{p}:{tc}' for p, tc in enumerate(d.prio_tc))} "
+        f"tc-tsa {' '.join(f'{tc}:{t}' for tc, t in enumerate(d.tsa))} "
+        f"tc-bw {' '.join(f'{tc}:{b}' for tc, b in enumerate(d.bw))}",
+        f"pfc set dev {port.name} prio-pfc "
+        + " ".join(f"{p}:{'on' if p in d.pfc else 'off'}" for p in range(8)),
+    ]
+    for a in d.apps:
+        lines.append(f"app add dev {port.name} {_APP_VERB[a.selector]} "
+                     f"{a.protocol}:{a.priority}")
+    return lines
+
+
+def switch_qos_script(host):
+    """The part of a switch's setup a restore undoes and this redoes:
+    trust-PCP filters, shaper and ETS qdiscs, the ports' DCB."""
+    sh = []
+    for port in host.nics:
+        dev = port.name
+        sh.append(f"{TC} qdisc add dev {dev} ingress")
+        for pcp in range(8):
+            sh.append(f"{TC} filter add dev {dev} ingress protocol 802.1Q "
+                      f"pref {TRUST_PREF} handle {pcp + 1} flower "
+                      f"vlan_prio {pcp} action skbedit priority {pcp}")
+        parent = "root"
+        if port.rate_bps:
+            sh.append(f"{TC} qdisc add dev {dev} root handle 1: tbf "
+                      f"rate {port.rate} burst {_tbf_burst(port.rate_bps)} "
+                      "latency 100ms")
+            parent = "parent 1:1"
+        if port.dcb:
+            sh.append(f"{TC} qdisc add dev {dev} {parent} handle "
+                      f"{ETS_HANDLE} ets {' '.join(ets_qdisc_args(port.dcb))}")
+    # One dcb run per line: `dcb -b` fails a "pfc set" that follows an
+    # "ets set" in the same batch ("Attribute not found"), seen with
+    # Debian's iproute2 6.1.
+    sh += [f"{DCB} {line}" for port in host.nics if port.dcb
+           for line in dcb_batch(port)]
+    return sh
+
+
+def switch_setup_script(host):
+    """A switch's whole baseline as one sh script: NICs renamed to their
+    port names (eth0 -> swp1 ...), all queue pairs on, the bridge, its
+    VLANs, then switch_qos_script."""
+    sh = []
+    for port in host.nics:
+        sh.append(f"{IP} link set dev eth{port.index} name {port.name}")
+        if port.queues > 1:
+            sh.append(f"{ETHTOOL} -L {port.name} combined {port.queues}")
+    # No STP (the parser refuses a loop through one switch), no multicast
+    # snooping (IGMP queries would be the switch's own traffic on the
+    # wire); forward_delay 0 so ports forward as soon as they are up.
+    sh.append(f"{IP} link add {BRIDGE} type bridge vlan_filtering 1 "
+              "mcast_snooping 0 stp_state 0 forward_delay 0")
+    for port in host.nics:
+        sh.append(f"{IP} link set dev {port.name} master {BRIDGE} up")
+        for vid in host.bridge_vlans:
+            sh.append(f"{BR} vlan add dev {port.name} vid {vid}")
+    sh.append(f"{IP} link set dev {BRIDGE} up")
+    return "\n".join(sh + switch_qos_script(host)) + "\n"
+
+
+def run_script(machine, script, what="switch setup", timeout=30.0):
+    """Run script (lines of commands) under ``sh -ex``: the first failing
+    command stops it, and the error names that command and what it said,
+    in one line."""
+    res = machine.run(["/bin/sh", "-exc", script], timeout=timeout,
+                      check=False)
+    if res.rc == 0:
+        return res
+    traced = [ln for ln in res.stderr.splitlines() if ln.startswith("+ ")]
+    said = [ln for ln in res.stderr.splitlines()
+            if ln.strip() and not ln.startswith("+ ")]
+    failed = traced[-1][2:] if traced else "?"
+    raise LabError(f"{machine.name}: {what} failed (rc {res.rc}) at "
+                   f"`{failed}`: {' / '.join(said[-3:]) or 'no message'}")
