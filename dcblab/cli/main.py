@@ -17,6 +17,7 @@ _GROUPS = {
     "wire": ("capture",),
     "demo": ("demo",),
     "bench": ("bench",),
+    "plot": ("plot",),
 }
 
 

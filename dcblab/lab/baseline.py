@@ -78,14 +78,19 @@ def restore(machine, host, dcbx=False, check=True):
     """The per-test restore (guest-image/restore) of one guest. With
     dcbx, a host NIC facing a switch keeps its DCB: lldpad adopted it
     from the switch, and would not write it again before its next
-    LLDPDU exchange (30 s). A switch gets its trust filters, qdiscs and
-    port DCB back (the restore removes them; fresh counters, too)."""
-    keep = [n.name for n in host.nics if dcbx and n.peer_is_switch]
+    LLDPDU exchange (30 s). A switch keeps its ports' DCB and gets its
+    trust filters and qdiscs back (the restore removes them; fresh
+    counters, too): resetting a port's DCB under a running lldpad made
+    it withdraw the APP entries from its peer, which did not get them
+    back for tens of seconds (seen: h3 without 4791:3 16 s after).
+    A test that changes a switch port's DCB puts it back itself."""
+    keep = [n.name for n in host.nics
+            if host.is_switch or (dcbx and n.peer_is_switch)]
     env = ["env", f"DCBLAB_KEEP_DCB={' '.join(keep)}"] if keep else []
     res = machine.run([*env, "dcblab-restore", *baseline_devices(host)],
                       check=check)
     if host.is_switch:
-        run_script(machine, "\n".join(switch_qos_script(host)),
+        run_script(machine, "\n".join(switch_qos_script(host, dcb=False)),
                    "switch restore")
     return res
 

@@ -8,6 +8,7 @@ from state.json alone, without loading the topology (`dcblab exec`).
 
 import json
 import socket
+import threading
 from pathlib import Path
 
 from ..core import proc
@@ -29,6 +30,9 @@ class Connection:
         self.lab = lab
         self.sock = None
         self.file = None
+        # One request and its reply at a time: threads of one process may
+        # share a guest (a probe while the main thread waits for a sender).
+        self._lock = threading.RLock()
 
     def close(self):
         if self.sock is not None:
@@ -48,6 +52,10 @@ class Connection:
 
     def request(self, req, timeout=None):
         """Send one request; its reply's fields, or the error it names."""
+        with self._lock:
+            return self._request(req, timeout)
+
+    def _request(self, req, timeout):
         try:
             sock = self._open()
             sock.settimeout(timeout)

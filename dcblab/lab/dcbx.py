@@ -8,7 +8,8 @@ entries DCBX installs into net_prio cgroups, started where it is wanted
 from ..core.cmd import CmdError
 from .runs import LabError
 
-__all__ = ["LLDPAD_LOG", "start_lldpad", "dcbx_script", "ets_tlv_args", "stop_lldpad", "lldpad_pid",
+__all__ = ["LLDPAD_LOG", "start_lldpad", "dcbx_script", "ets_tlv_args",
+           "app_readvertise_script", "stop_lldpad", "lldpad_pid",
            "DCBAPP_LOG", "start_dcbapp", "stop_dcbapp", "dcbapp_pid"]
 
 # In the guest; kept across restarts of lldpad (failure reports read it).
@@ -102,4 +103,16 @@ def dcbx_script(host):
         elif not host.is_switch and nic.peer_is_switch:
             tool(nic.name, "ETS-CFG", "willing=yes", "enableTx=yes")
             tool(nic.name, "PFC", "willing=yes", "enableTx=yes")
+    return "\n".join(sh) + "\n" if sh else ""
+
+
+def app_readvertise_script(port):
+    """lldptool commands withdrawing and re-adding a switch port's APP
+    entries: the peer (a host whose lldpad restarted) installs peer APP
+    entries when the APP TLV changes, not from an unchanged one."""
+    sh = []
+    for a in port.dcb.apps if port.dcb else ():
+        entry = f"app={a.priority},{a.sel},{a.protocol}"
+        sh.append(f"{LLDPTOOL} -T -i {port.name} -V APP -d {entry} >/dev/null")
+        sh.append(f"{LLDPTOOL} -T -i {port.name} -V APP {entry} >/dev/null")
     return "\n".join(sh) + "\n" if sh else ""

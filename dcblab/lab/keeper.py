@@ -50,7 +50,7 @@ from ..guest.agent import AgentTimeout
 from ..topology import load
 from . import wire
 from .baseline import apply_baseline
-from .dcbx import dcbx_script, start_lldpad
+from .dcbx import app_readvertise_script, dcbx_script, start_lldpad
 from .switch import run_script
 from .reaper import run_pids, run_tag, teardown
 from .runs import (SOCKET, TOPOLOGY, LabError, lab_dir, read_state,
@@ -142,14 +142,40 @@ class Keeper:
         if self.topology.dcbx:
             # After the baseline: lldpad finds eth0 up, and sends at once.
             start_lldpad(m)
-            script = dcbx_script(host)
-            if script:
-                # A fabric: switch ports advertise, hosts are willing.
-                run_script(m, script, "DCBX port setup")
+            if not host.is_switch:
+                self.dcbx_setup(host)
             t["lldpad"] = time.monotonic() - m.t_start
         self.hosts[host.name]["state"] = "running"
         t["ready"] = time.monotonic() - m.t_start
         return t
+
+    def dcbx_setup(self, host):
+        """A fabric's lldpad configuration of one machine (dcbx_script):
+        switch ports advertise, hosts facing them are willing. Switches
+        only once every host is set up: a host whose lldpad
+        configuration changes after it learnt the switch's APP entries
+        drops them from its driver, and lldpad installs peer APP entries
+        again only when the peer's APP TLV changes (seen: one host of
+        three without the entry, at random)."""
+        script = dcbx_script(host)
+        if script:
+            run_script(self.machines[host.name], script, "DCBX port setup")
+
+    def dcbx_after_restart(self, host):
+        """A restarted switch sets its ports up again; a restarted host's
+        switch ports re-advertise their APP entries (dcbx_setup says
+        why)."""
+        if host.is_switch:
+            self.dcbx_setup(host)
+            return
+        for nic in host.nics:
+            if not nic.peer_is_switch:
+                continue
+            sw_name, port_name = nic.peer.split(":")
+            script = app_readvertise_script(
+                self.topology.host(sw_name).nic(port_name))
+            if script:
+                run_script(self.machines[sw_name], script, "APP re-advertise")
 
     def up(self, say):
         t0 = time.monotonic()
@@ -179,6 +205,9 @@ class Keeper:
             t.join()
         if errors:
             raise LabError("\n".join(errors))
+        if self.topology.dcbx:
+            for sw in self.topology.switches:
+                self.dcbx_setup(sw)
         timings["total"] = time.monotonic() - t0
         for h in self.topology.hosts:
             t = timings[h.name]
@@ -235,6 +264,8 @@ class Keeper:
             self.write()
             try:
                 t = self.ready_host(host)
+                if self.topology.dcbx:
+                    self.dcbx_after_restart(host)
             except DcblabError:
                 self.hosts[name]["state"] = "gone"
                 self.hosts[name]["rc"] = None if m.alive() else \

@@ -87,9 +87,10 @@ def dcb_batch(port):
     return lines
 
 
-def switch_qos_script(host):
-    """The part of a switch's setup a restore undoes and this redoes:
-    trust-PCP filters, shaper and ETS qdiscs, the ports' DCB."""
+def switch_qos_script(host, dcb=True):
+    """Trust-PCP filters, shaper and ETS qdiscs, and (with dcb) the
+    ports' DCB: the part of a switch's setup after the bridge. A restore
+    redoes the qdiscs only (see dcblab.lab.baseline.restore)."""
     sh = []
     for port in host.nics:
         dev = port.name
@@ -110,7 +111,7 @@ def switch_qos_script(host):
     # One dcb run per line: `dcb -b` fails a "pfc set" that follows an
     # "ets set" in the same batch ("Attribute not found"), seen with
     # Debian's iproute2 6.1.
-    sh += [f"{DCB} {line}" for port in host.nics if port.dcb
+    sh += [f"{DCB} {line}" for port in host.nics if port.dcb and dcb
            for line in dcb_batch(port)]
     return sh
 

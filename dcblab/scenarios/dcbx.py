@@ -36,7 +36,7 @@ from ..testing.traffic import (Sink, flow_of, pcp_counts, pcp_filters,
 
 __all__ = ["REC", "REC_PFC", "ROCE_PORT", "CHAIN_CGROUP", "DcbState",
            "Negotiation", "ChainPhase", "ChainResult", "dcb_state",
-           "negotiate", "app_chain"]
+           "negotiate", "app_chain", "chain_ifpriomap"]
 
 # What h2 recommends in negotiate(): 4 classes, 2 priorities each, two
 # ETS classes sharing 70/30, two strict.
@@ -113,7 +113,8 @@ def negotiate(lab, rec=REC, pfc=REC_PFC, app_prio=5):
                        time.monotonic() - t0)
 
 
-def _ifpriomap(guest):
+def chain_ifpriomap(guest):
+    """The APP chain cgroup's ifpriomap as {dev: prio} ({} if none)."""
     res = guest.run(["cat", f"{CHAIN_CGROUP}/net_prio.ifpriomap"],
                     check=False)
     if res.rc:
@@ -155,7 +156,7 @@ def _change(lab, what, prio, change):
              lambda: _since(lab, before), lambda d: d.get(prio, 0) > 0,
              interval=POLL_S)
     seconds = time.monotonic() - t0
-    return ChainPhase(what, prio, _ifpriomap(lab.h1), _window(lab), seconds)
+    return ChainPhase(what, prio, chain_ifpriomap(lab.h1), _window(lab), seconds)
 
 
 def app_chain(lab, *, burst=5000, vlan=100):
@@ -178,7 +179,7 @@ def app_chain(lab, *, burst=5000, vlan=100):
         t0 = time.monotonic()
         lldp_set(h2, "APP", app)
         wait_for(f"dcbapp-netprio maps {CHAIN_CGROUP} to 5 on eth0 and "
-                 f"eth0.{vlan}", lambda: _ifpriomap(h1),
+                 f"eth0.{vlan}", lambda: chain_ifpriomap(h1),
                  lambda m: m.get("eth0") == 5 and m.get(f"eth0.{vlan}") == 5,
                  interval=POLL_S)
         mapped = time.monotonic() - t0
@@ -186,7 +187,7 @@ def app_chain(lab, *, burst=5000, vlan=100):
                     extra=("-p", str(ROCE_PORT)))
         sent = json.loads(h1.run(_sender(dst, count=burst, flow=1),
                                  timeout=120).stdout)["sent"]
-        phases = [ChainPhase(app, 5, _ifpriomap(h1),
+        phases = [ChainPhase(app, 5, chain_ifpriomap(h1),
                              pcp_counts(flow_of(sink.result(), 1)), mapped)]
 
         stream = h1.spawn(_sender(dst, count=STREAM_PPS * 120,
@@ -208,7 +209,7 @@ def app_chain(lab, *, burst=5000, vlan=100):
         stream = None
         t0 = time.monotonic()
         wait_for(f"dcbapp-netprio removes the empty {CHAIN_CGROUP}",
-                 lambda: _ifpriomap(h1), lambda m: not m, timeout=5,
+                 lambda: chain_ifpriomap(h1), lambda m: not m, timeout=5,
                  interval=POLL_S)
         removed = time.monotonic() - t0
         return ChainResult(sent, phases, removed,

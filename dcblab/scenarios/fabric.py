@@ -16,6 +16,7 @@ sum stays below what sw forwards under TCG (``dcblab bench`` measures
 it): frames must die at the ETS scheduler's queues, not at sw's ingress.
 """
 
+import contextlib
 import json
 import re
 import threading
@@ -24,9 +25,13 @@ from dataclasses import dataclass, field
 
 from ..core.cmd import run
 from ..lab.wire import Wire
-from ..testing.traffic import Sink, send
+from ..lab import start_dcbapp, stop_dcbapp
+from ..testing.dcb import wait_for
+from ..testing.traffic import NETPRIO, Sink, cgroup, map_priority, send
+from .dcbx import CHAIN_CGROUP, ROCE_PORT, chain_ifpriomap
 
-__all__ = ["congested_port", "class_stats", "wire_bytes", "Flow", "SharesResult",
+__all__ = ["congested_port", "class_stats", "strict_priority", "cgroup_apps",
+           "queue_delay_s", "idle_rtt", "BULK_CGROUP", "wire_bytes", "Flow", "SharesResult",
            "offer", "expected_shares", "SIZE", "SINK_PORT"]
 
 SIZE = 1400                      # UDP payload bytes of every test frame
@@ -68,6 +73,9 @@ class Flow:
     sent: int = 0
     received: int = 0
     wrong_pcp: int = 0
+    # Sent from this net_prio cgroup, without SO_PRIORITY: pcp is then
+    # what the cgroup's map should give (an unmodified application).
+    cgroup: str = ""
 
 
 @dataclass
@@ -89,6 +97,7 @@ class SharesResult:
     # clock's error does not change.
     wire_bps: float = 0.0
     sink_drops: int = 0          # frames h3's kernel dropped at priosink
+    rtt: list = field(default_factory=list)       # probes, see _Probes
 
     @property
     def total_bps(self):
@@ -109,7 +118,8 @@ class SharesResult:
                 "got_bps": {str(p): b for p, b in self.got_bps.items()},
                 "flows": [vars(f) for f in self.flows],
                 "intervals": self.intervals, "qdisc": self.qdisc,
-                "sink_drops": self.sink_drops, "wire_bps": self.wire_bps}
+                "sink_drops": self.sink_drops, "wire_bps": self.wire_bps,
+                **({"rtt": self.rtt} if self.rtt else {})}
 
 
 _CLASS = re.compile(r"class (\S+) (\S+) .*\n Sent (\d+) bytes (\d+) pkt "
@@ -138,6 +148,7 @@ class _WireSampler(threading.Thread):
         self.tap = Wire.tap(lab.topology.host(rx).nics[0])
         self.steady = steady
         self.samples = []
+        self.t0 = time.monotonic()
 
     def read(self):
         out = run(["ip", "-n", self.ns, "-s", "-j", "link", "show", "dev",
@@ -145,9 +156,8 @@ class _WireSampler(threading.Thread):
         return time.monotonic(), json.loads(out)[0]["stats64"]["tx"]["bytes"]
 
     def run(self):
-        t0 = time.monotonic()
         for at in self.steady:
-            time.sleep(max(0.0, t0 + at - time.monotonic()))
+            time.sleep(max(0.0, self.t0 + at - time.monotonic()))
             self.samples.append(self.read())
 
     def bps(self):
@@ -156,15 +166,60 @@ class _WireSampler(threading.Thread):
         return (b2 - b1) * 8 / (t2 - t1)
 
 
+class _Probes(threading.Thread):
+    """prioping probes from one host, started warmup seconds after t0
+    (host time) and sent until the steady interval ends."""
+
+    def __init__(self, guest, dst, name, pcp, t0, steady, axis_t0,
+                 interval=0.1):
+        super().__init__(daemon=True)
+        self.guest, self.dst, self.name, self.pcp = guest, dst, name, pcp
+        self.t0, self.steady, self.interval = t0, steady, interval
+        self.result = None
+        self.axis_t0 = axis_t0      # host time of t_s 0 in priosink's series
+        self.offset = 0.0
+        self.error = None
+
+    def run(self):
+        time.sleep(max(0.0, self.t0 + self.steady[0] - time.monotonic()))
+        self.offset = time.monotonic() - self.axis_t0
+        count = max(1, int((self.steady[1] - self.steady[0]) / self.interval))
+        try:
+            res = self.guest.run(["prioping", "-j", "-c", str(count), "-i",
+                                  str(self.interval), "-P", str(self.pcp),
+                                  "-s", "56", "-W", "8", self.dst],
+                                 check=False, timeout=count * self.interval
+                                 + 60)
+            self.result = json.loads(res.stdout)
+        except Exception as e:  # reported by as_json's caller
+            self.error = f"{type(e).__name__}: {e}"
+
+    def as_json(self, idle):
+        self.join()
+        probes = (self.result or {}).get("probes", [])
+        return {"name": self.name, "pcp": self.pcp, "idle_ms": idle,
+                "load": [[p["t_s"] + self.offset, p["rtt_ms"]]
+                         for p in probes], "error": self.error}
+
+
+def idle_rtt(guest, dst, pcp, count=20, interval=0.05):
+    """RTTs (ms) of count probes at pcp with nothing else running."""
+    res = guest.run(["prioping", "-j", "-c", str(count), "-i", str(interval),
+                     "-P", str(pcp), dst], check=False, timeout=60)
+    return [p["rtt_ms"] for p in json.loads(res.stdout)["probes"]]
+
+
 def offer(lab, pcps, *, load=1.2, seconds=8.0, warmup=2.0, senders=("h1",
-          "h2"), size=SIZE, on_interval=None):
+          "h2"), size=SIZE, extra=(), probes=(), port=SINK_PORT):
     """Every pcp offered load x line rate (split over senders; a pcp given
-    n times is n flows from each sender, n x the load) for
+    n times is n flows from each sender, n x the load), plus extra flows
+    (host, pcp, frames/s[, cgroup]), and prioping probes (name, host, pcp, idle
+    RTTs) in the steady interval, for
     seconds; h3's per-PCP throughput over the steady interval (warmup
     seconds in, until 0.5 s before the senders stop)."""
     topo = lab.topology
-    sw, port, rx = congested_port(topo)
-    line_fps = port.rate_bps / (8 * wire_bytes(size))
+    sw, sw_port, rx = congested_port(topo)
+    line_fps = sw_port.rate_bps / (8 * wire_bytes(size))
     dst = topo.address(rx, vlan=VLAN)
     flows = []
     for i, host in enumerate(senders):
@@ -172,18 +227,66 @@ def offer(lab, pcps, *, load=1.2, seconds=8.0, warmup=2.0, senders=("h1",
             flows.append(Flow(host, pcp, flow=100 * (i + 1) + j,
                               rate=max(1, round(load * line_fps
                                                 / len(senders)))))
+    for j, (host, pcp, rate, *cg) in enumerate(extra):
+        flows.append(Flow(host, pcp, flow=900 + j, rate=rate,
+                          cgroup=cg[0] if cg else ""))
     rxg = lab.guest(rx)
-    for f in flows:   # ARP resolved before the load (see traffic_classes)
-        lab.guest(f.host).run(["ping", "-c", "1", "-W", "2", dst])
+    senders_all = sorted({f.host for f in flows} | {p[1] for p in probes})
+    with pinned_neighbours(lab, senders_all, rx):
+        return _offer(lab, flows, dst, rxg, sw, sw_port, pcps, seconds,
+                      warmup, size, probes, port)
+
+
+@contextlib.contextmanager
+def pinned_neighbours(lab, hosts, rx, vlan=VLAN):
+    """Permanent neighbour entries, for the duration, between rx and each
+    of hosts on the VLAN, both ways. ARP leaves at priority 0, so it
+    shares the best-effort class: while that class is backlogged at the
+    switch, a host's re-confirmation of its entry for the other end
+    (every ~30 s) waits seconds behind it or is dropped, and all that
+    host sends to the other end, strict priority included, waits or is
+    lost with it (seen: strict probes lost for 0.9 s, then answered
+    after 2.3 s; h3's replies to h1 stalled the same way). Deleted
+    after, and learnt again by ARP."""
+    pinned = []
+
+    def pin(on, to):
+        nic = lab.topology.host(on).nics[0]
+        dev = nic.vlan_dev(next(v for v in nic.vlans if v.id == vlan))
+        addr = lab.topology.address(to, vlan=vlan)
+        mac = lab.wire.mac(lab.topology.host(to).nics[0])
+        lab.guest(on).run(["ip", "neigh", "replace", addr, "lladdr", mac,
+                           "dev", dev, "nud", "permanent"])
+        pinned.append((on, addr, dev))
+    try:
+        for h in hosts:
+            pin(h, rx)
+            pin(rx, h)
+        yield
+    finally:
+        for on, addr, dev in pinned:
+            lab.guest(on).run(["ip", "neigh", "del", addr, "dev", dev],
+                              check=False)
+
+
+def _offer(lab, flows, dst, rxg, sw, port, pcps, seconds, warmup, size,
+           probes, udp_port):
+    sink_t0 = time.monotonic()
     sink = Sink(rxg, DEV, timeout=seconds + 6, idle=2.0,
                 extra=["--interval", str(INTERVAL_MS), "-p",
-                       str(SINK_PORT)])
-    sampler = _WireSampler(lab, rx, (warmup, seconds - 0.5))
+                       str(udp_port)])
+    sampler = _WireSampler(lab, rxg.name, (warmup, seconds - 0.5))  # t0: now
     procs = [(f, send(lab.guest(f.host), dst, spawn=True, rate=f.rate,
                       count=int(f.rate * seconds), size=size, flow=f.flow,
-                      so_priority=f.pcp, port=SINK_PORT))
+                      so_priority=None if f.cgroup else f.pcp,
+                      cgroup=f.cgroup or None, port=udp_port))
              for f in flows]
     sampler.start()
+    probers = [(_Probes(lab.guest(host), dst, name, pcp, sampler.t0,
+                        (warmup, seconds - 0.5), sink_t0), idle)
+               for name, host, pcp, idle in probes]
+    for p, _ in probers:
+        p.start()
     for f, p in procs:
         res = lab.guest(f.host).wait(p, timeout=seconds + 60)
         f.sent = json.loads(res.stdout)["sent"]
@@ -199,11 +302,82 @@ def offer(lab, pcps, *, load=1.2, seconds=8.0, warmup=2.0, senders=("h1",
             if iv["t_s"] >= steady[0] and iv["t_s"] + iv["len_s"] <= steady[1]]
     secs = sum(iv["len_s"] for iv in span)
     result = SharesResult(port.rate_bps, size, seconds, steady, flows, ivs,
-                          expected_shares(port.dcb, pcps))
-    for p in sorted(set(pcps)):
+                          expected_shares(port.dcb, sorted(
+                              set(pcps) | {f.pcp for f in flows
+                                           if f.cgroup})))
+    for p in sorted(set(pcps) | {f.pcp for f in flows if f.cgroup}):
         result.got_bps[p] = (sum(iv["pcp_bytes"][p] for iv in span) * 8
                              / secs if secs else 0.0)
     result.sink_drops = got.get("socket_drops", 0)
+    result.rtt = [p.as_json(idle) for p, idle in probers]
     result.wire_bps = sampler.bps()
     result.qdisc = class_stats(lab.guest(sw.name), port.name)
     return result
+
+
+# --- strict priority ---------------------------------------------------------
+
+def queue_delay_s(lab, pcp, size=SIZE):
+    """How long a frame waits at the tail of pcp's full band on the
+    congested port: the band's limit (the port's txqueuelen, pfifo's
+    default) in frames of size, sent at the class's share of the rate."""
+    sw, port, _ = congested_port(lab.topology)
+    qlen = int(lab.guest(sw.name).read(
+        f"/sys/class/net/{port.name}/tx_queue_len"))
+    d = port.dcb
+    share = d.bw[d.prio_tc[pcp]] / 100
+    return qlen * wire_bytes(size) * 8 / (share * port.rate_bps)
+
+
+def strict_priority(lab, *, load=0.7, strict_pcp=5, be_pcp=0,
+                    stream_share=0.1, prober="h1", loader="h2"):
+    """The ETS classes (PCP 0, 2, 3) saturated from loader, each offered
+    load x line rate; meanwhile a strict stream (PCP strict_pcp,
+    stream_share x line rate) and two probes from prober: prioping at
+    strict_pcp and at be_pcp, whose idle RTTs are measured first. The
+    load comes from the other sender so that the probes' own host and
+    switch port are not where they queue: what is measured is sw's
+    congested egress."""
+    dst = lab.topology.address(congested_port(lab.topology)[2], vlan=VLAN)
+    g = lab.guest(prober)
+    idle = {pcp: idle_rtt(g, dst, pcp) for pcp in (strict_pcp, be_pcp)}
+    _, port, _ = congested_port(lab.topology)
+    line = port.rate_bps / (8 * wire_bytes())
+    return offer(lab, (0, 2, 3), load=load, senders=(loader,),
+                 extra=[(prober, strict_pcp, max(1, int(stream_share * line)))],
+                 probes=[("strict", prober, strict_pcp, idle[strict_pcp]),
+                         ("best-effort", prober, be_pcp, idle[be_pcp])])
+
+
+# --- applications in cgroups -------------------------------------------------
+
+BULK_CGROUP = f"{NETPRIO}/bulk"
+
+
+def cgroup_apps(lab, *, load=1.2, bulk_prio=2, host="h1"):
+    """Two unmodified senders on host, each offered load x line rate:
+    one in the cgroup dcbapp-netprio makes for the APP entry the switch
+    advertises (UDP 4791 -> its priority), one in a cgroup given
+    bulk_prio by hand. Both send to UDP 4791 (priosink counts one port):
+    net_prio classifies by the sender's cgroup, not by the destination
+    port. Returns (SharesResult, APP priority)."""
+    g = lab.guest(host)
+    _, port, _ = congested_port(lab.topology)
+    app = next(a for a in port.dcb.apps if a.selector == "dgram-port"
+               and a.protocol == ROCE_PORT)
+    dev = f"eth0.{VLAN}"
+    start_dcbapp(g.machine, "--dev", "eth0")
+    try:
+        wait_for(f"{CHAIN_CGROUP} mapping {dev} to {app.priority}",
+                 lambda: chain_ifpriomap(g),
+                 lambda m: m.get(dev) == app.priority, timeout=15)
+        path, _ = cgroup(g, NETPRIO, "bulk")
+        map_priority(g, path, dev, bulk_prio)
+        line = port.rate_bps / (8 * wire_bytes())
+        rate = max(1, int(load * line))
+        r = offer(lab, (), senders=(), port=ROCE_PORT,
+                  extra=[(host, app.priority, rate, CHAIN_CGROUP),
+                         (host, bulk_prio, rate, path)])
+    finally:
+        stop_dcbapp(g.machine)
+    return r, app.priority

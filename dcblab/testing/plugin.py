@@ -48,6 +48,7 @@ __all__ = []
 _machines = []
 _leaks = {}          # guest name -> Kmemleak, on flavours that have it
 LABS = ("lab", "fabric")   # the fixtures that are labs
+_extra = {}          # test id -> [(name, path)] its artefact() registered
 _session = {"config": None, "failed": False}
 _saved = {}          # test nodeid -> its artefact folder, this session
 _kept = []           # names of labs left up by --keep-lab-on-failure
@@ -124,6 +125,17 @@ def fabric():
     of one module: its four guests are not kept running for the rest."""
     yield from _lab_up(paths.ROOT / "topology" / "dcb-fabric.toml",
                        f"fab-{os.getpid()}", prefix="fabric:")
+
+
+@pytest.fixture
+def artefact(request):
+    """artefact(name, path): if the test fails, PATH is copied into its
+    artefact folder as NAME (a result file, a plot)."""
+    files = _extra.setdefault(request.node.nodeid, [])
+
+    def add(name, path):
+        files.append((name, Path(path)))
+    return add
 
 
 @pytest.fixture
@@ -217,7 +229,7 @@ def _report_failure(item, report, guests):
     labs = {id(h.lab): h.lab for h in _handles(item)}.values()
     written = evidence.save(folder, guests, found, history,
                             [(f"{lab.name}-keeper.log", lab.dir / "keeper.log")
-                             for lab in labs])
+                             for lab in labs] + _extra.get(item.nodeid, []))
     report.sections.append((
         "artefacts", f"{folder}/ (evidence gathered in {took:.2f} s)\n"
         + _tree(["report.txt", *written])))

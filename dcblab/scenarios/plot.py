@@ -1,0 +1,304 @@
+"""A fabric shares result as a picture: `dcblab plot RESULT.json -o OUT.png`.
+
+The input is what ``SharesResult.as_json()`` (fabric.py) writes: per-PCP
+throughput over time from h3's priosink intervals against each PCP's
+expected share of the port, and, when the result carries an ``rtt``
+section, the RTT probes' round trips on the same time axis below.
+
+matplotlib is imported only when a plot is drawn, so importing dcblab
+never needs it; the figure is drawn on an Agg canvas of its own (no
+pyplot, no display, no global backend switch).
+"""
+
+import json
+import math
+import statistics
+from pathlib import Path
+from types import SimpleNamespace
+
+from ..core.errors import DcblabError, UsageError
+
+__all__ = ["REQUIRED", "load_result", "check_result", "interval_mbps",
+           "pcps", "plot_result"]
+
+REQUIRED = ("rate_bps", "expected", "intervals")
+_PCPS = 8
+_SIZE_IN = (11, 6)
+_SIZE_RTT_IN = (11, 8)
+_DPI = 100
+
+
+def load_result(path):
+    """The result in the JSON file PATH, checked (check_result); a
+    one-line UsageError for a missing or unreadable file or one that is
+    not such a result."""
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a directory, not a result file") \
+            from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not JSON (not UTF-8 text)") from None
+    except OSError as e:
+        raise UsageError(f"{path}: cannot read: {e.strerror}") from None
+    try:
+        result = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{path}: not JSON ({e.msg} at line {e.lineno} "
+                         f"column {e.colno})") from None
+    check_result(result, path)
+    return result
+
+
+def _bad(source, what):
+    return UsageError(f"{source}: {what} (not a result of "
+                      "SharesResult.as_json())")
+
+
+def _number(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and \
+        math.isfinite(x)
+
+
+def check_result(result, source="result"):
+    """Raise a UsageError naming the key when RESULT is not a shares
+    result plot_result can draw; SOURCE (a file name) starts the message."""
+    if not isinstance(result, dict):
+        raise _bad(source, f"a JSON {type(result).__name__}, not an object")
+    for key in REQUIRED:
+        if key not in result:
+            raise _bad(source, f'no key "{key}"')
+    if not _number(result["rate_bps"]) or result["rate_bps"] <= 0:
+        raise _bad(source, f'"rate_bps" is {result["rate_bps"]!r}, not a '
+                           "positive number")
+    expected = result["expected"]
+    if not isinstance(expected, dict) or not expected:
+        raise _bad(source, '"expected" is not an object {"pcp": share}')
+    for pcp, share in expected.items():
+        if not str(pcp).isdigit() or int(pcp) >= _PCPS or not _number(share):
+            raise _bad(source, f'"expected": "{pcp}": {share!r} is not a '
+                               "PCP 0-7 with a share")
+    if not isinstance(result["intervals"], list):
+        raise _bad(source, '"intervals" is not a list')
+    for i, iv in enumerate(result["intervals"]):
+        where = f'"intervals"[{i}]'
+        if not isinstance(iv, dict):
+            raise _bad(source, f"{where} is not an object")
+        for key in ("t_s", "len_s", "pcp_bytes"):
+            if key not in iv:
+                raise _bad(source, f'{where}: no key "{key}"')
+        if not _number(iv["t_s"]) or not _number(iv["len_s"]) or \
+                iv["len_s"] <= 0:
+            raise _bad(source, f'{where}: "t_s" and "len_s" must be numbers, '
+                               '"len_s" above 0')
+        b = iv["pcp_bytes"]
+        if not isinstance(b, list) or len(b) != _PCPS or \
+                not all(_number(x) for x in b):
+            raise _bad(source, f'{where}: "pcp_bytes" is not 8 numbers')
+    steady = result.get("steady")
+    if steady is not None and (not isinstance(steady, list) or
+                               len(steady) != 2 or
+                               not all(_number(x) for x in steady)):
+        raise _bad(source, '"steady" is not [from_s, to_s]')
+    if "rtt" in result:
+        _check_rtt(result["rtt"], source)
+
+
+def _check_rtt(rtt, source):
+    if not isinstance(rtt, list):
+        raise _bad(source, '"rtt" is not a list of probes')
+    for i, probe in enumerate(rtt):
+        where = f'"rtt"[{i}]'
+        if not isinstance(probe, dict):
+            raise _bad(source, f"{where} is not an object")
+        for key in ("name", "pcp", "idle_ms", "load"):
+            if key not in probe:
+                raise _bad(source, f'{where}: no key "{key}"')
+        if not isinstance(probe["pcp"], int) or \
+                not 0 <= probe["pcp"] < _PCPS:
+            raise _bad(source, f'{where}: "pcp" is {probe["pcp"]!r}, not '
+                               "0-7")
+        if not isinstance(probe["idle_ms"], list) or \
+                not all(x is None or _number(x) for x in probe["idle_ms"]):
+            raise _bad(source, f'{where}: "idle_ms" is not a list of '
+                               "rtt_ms or null")
+        load = probe["load"]
+        if not isinstance(load, list) or not all(
+                isinstance(s, list) and len(s) == 2 and _number(s[0]) and
+                (s[1] is None or _number(s[1])) for s in load):
+            raise _bad(source, f'{where}: "load" is not a list of '
+                               "[t_s, rtt_ms or null]")
+
+
+def interval_mbps(iv, pcp):
+    """PCP's throughput in interval IV, Mbit/s."""
+    return iv["pcp_bytes"][pcp] * 8 / iv["len_s"] / 1e6
+
+
+def _rate(bps):
+    if bps >= 1e9:
+        return f"{bps / 1e9:g} Gbit/s"
+    return f"{bps / 1e6:g} Mbit/s"
+
+
+def pcps(result):
+    """The PCPs RESULT expects shares for, as sorted numbers."""
+    return list(_shares(result))
+
+
+def _shares(result):
+    """{pcp: share}, PCPs as numbers (JSON has them as strings), sorted."""
+    return dict(sorted((int(p), s) for p, s in result["expected"].items()))
+
+
+def _matplotlib():
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+        from matplotlib.lines import Line2D
+        from matplotlib.patches import Patch
+        from matplotlib import ticker
+    except ImportError as e:
+        raise DcblabError(f"plot needs matplotlib ({e}): install the Debian "
+                          "package python3-matplotlib") from None
+    return SimpleNamespace(FigureCanvasAgg=FigureCanvasAgg, Figure=Figure,
+                           Line2D=Line2D, Patch=Patch, ticker=ticker)
+
+
+def _throughput(ax, result, mpl):
+    ivs = result["intervals"]
+    rate = result["rate_bps"]
+    t = [iv["t_s"] + iv["len_s"] / 2 for iv in ivs]
+    steady = result.get("steady")
+    if steady:
+        ax.axvspan(*steady, color="0.9", zorder=0)
+    handles = []
+    for pcp, share in _shares(result).items():
+        colour = f"C{pcp}"
+        handles += ax.plot(t, [interval_mbps(iv, pcp) for iv in ivs],
+                           color=colour, lw=1.6, gid=f"pcp-{pcp}",
+                           label=f"PCP {pcp} ({share * 100:.3g} %)")
+        ax.axhline(share * rate / 1e6, color=colour, ls="--", lw=1,
+                   gid=f"expected-{pcp}",
+                   label=f"_expected PCP {pcp}")
+    total = [(sum(iv["pcp_bytes"]) + iv.get("untagged_bytes", 0))
+             * 8 / iv["len_s"] / 1e6 for iv in ivs]
+    handles += ax.plot(t, total, color="black", lw=0.8, gid="total",
+                       label="total received")
+    handles.append(ax.axhline(rate / 1e6, color="black", ls=":", lw=1,
+                              gid="rate", label=f"port rate {_rate(rate)}"))
+    handles.append(mpl.Line2D([], [], color="0.4", ls="--", lw=1,
+                              label=f"expected: share × {_rate(rate)}"))
+    if steady:
+        handles.append(mpl.Patch(color="0.9", label=f"steady {steady[0]:g}–"
+                                                    f"{steady[1]:g} s"))
+    top = max([rate / 1e6] + total)
+    ax.set_ylim(0, top * 1.1)
+    ax.set_ylabel("throughput at the receiver (Mbit/s)")
+    ax.set_title(f"ETS shares at a {_rate(rate)} port")
+    ax.grid(True, color="0.85", lw=0.5)
+    _legend(ax, handles=handles)
+
+
+def _legend(ax, **kw):
+    """Right of the axes: no data of any run hides behind it."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0,
+              fontsize="small", **kw)
+
+
+def _probe_colours(rtt):
+    used, out = set(), []
+    for probe in rtt:
+        c = probe["pcp"]
+        while c in used:
+            c += 1
+        used.add(c)
+        out.append(f"C{c % 10}")
+    return out
+
+
+def _rtt(ax, result, mpl):
+    rtt = result["rtt"]
+    probes = []
+    for probe, colour in zip(rtt, _probe_colours(rtt)):
+        idle_ms = [ms for ms in probe["idle_ms"] if ms is not None]
+        idle = statistics.median(idle_ms) if idle_ms else None
+        probes.append((probe, colour, idle,
+                       [(t, ms) for t, ms in probe["load"] if ms is not None],
+                       [t for t, ms in probe["load"] if ms is None]))
+    seen = [ms for _, _, idle, got, _ in probes
+            for ms in [m for _, m in got] + ([idle] if idle is not None
+                                              else [])]
+    # The lost marks go above the highest RTT, with room to spare.
+    if seen and min(seen) > 0 and max(seen) / min(seen) > 20:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(
+            mpl.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(
+            mpl.ticker.FuncFormatter(lambda y, _: f"{y:g}"))
+        ax.yaxis.set_minor_formatter(mpl.ticker.NullFormatter())
+        ax.set_ylim(min(seen) / 1.5, max(seen) * 3)
+        lost_y = max(seen) * 1.8
+        ax.set_ylabel("RTT (ms, log scale)")
+    else:
+        top = max(seen, default=0) or 1
+        ax.set_ylim(0, top * 1.3)
+        lost_y = top * 1.17
+        ax.set_ylabel("RTT (ms)")
+    steady = result.get("steady")
+    if steady:
+        ax.axvspan(*steady, color="0.9", zorder=0)
+    for probe, colour, idle, got, lost in probes:
+        name = probe["name"]
+        error = f": {probe['error']}"[:60] if probe.get("error") else ""
+        ax.plot([t for t, _ in got], [ms for _, ms in got], color=colour,
+                lw=0.8, marker=".", ms=3, gid=f"rtt-{name}",
+                label=f"{name} (PCP {probe['pcp']}){error}")
+        if lost:
+            ax.plot(lost, [lost_y] * len(lost), ls="none", marker="x",
+                    color=colour, gid=f"lost-{name}",
+                    label=f"{name}: {len(lost)} lost")
+        if idle is not None:
+            ax.axhline(idle, color=colour, ls="--", lw=1, gid=f"idle-{name}",
+                       label=f"{name} idle median {idle:.3g} ms")
+    ax.set_title("RTT probes through the congested port (x: lost)",
+                 fontsize="medium")
+    ax.grid(True, color="0.85", lw=0.5)
+    if rtt:
+        _legend(ax)
+
+
+def plot_result(result, out_path):
+    """Draw RESULT (a dict as SharesResult.as_json() gives it, maybe with
+    an "rtt" section) and write it to OUT_PATH as PNG; returns the
+    matplotlib Figure (its first axes the throughput, the second, if
+    any, the RTT)."""
+    check_result(result)
+    out = Path(out_path)
+    if out.suffix.lower() != ".png":
+        raise UsageError(f"{out}: the output is a PNG: name it *.png")
+    if not out.parent.is_dir():
+        raise UsageError(f"{out}: directory {out.parent} does not exist")
+    mpl = _matplotlib()
+    with_rtt = "rtt" in result
+    fig = mpl.Figure(figsize=_SIZE_RTT_IN if with_rtt else _SIZE_IN, dpi=_DPI)
+    mpl.FigureCanvasAgg(fig)
+    if with_rtt:
+        top, bottom = fig.subplots(2, 1, sharex=True,
+                                   gridspec_kw={"height_ratios": [3, 2]})
+        _throughput(top, result, mpl)
+        _rtt(bottom, result, mpl)
+        bottom.set_xlabel("time (s)")
+    else:
+        top = fig.subplots()
+        _throughput(top, result, mpl)
+        top.set_xlabel("time (s)")
+    fig.tight_layout()
+    try:
+        fig.savefig(out, format="png", dpi=_DPI)
+    except OSError as e:
+        raise DcblabError(f"{out}: cannot write: {e.strerror or e}") \
+            from None
+    return fig

@@ -1,0 +1,198 @@
+"""`dcblab plot`: a fabric shares result (tests/data/fabric-shares.json, a
+real run's SharesResult.as_json()) drawn as a PNG. Host only: no lab."""
+
+import copy
+import json
+import statistics
+import subprocess
+import sys
+
+import pytest
+
+from dcblab.core.errors import DcblabError, UsageError
+from dcblab.core.paths import ROOT
+from dcblab.scenarios.plot import plot_result
+
+pytest.importorskip("matplotlib", reason="needs python3-matplotlib")
+
+SAMPLE = ROOT / "tests" / "data" / "fabric-shares.json"
+DCBLAB = [sys.executable, str(ROOT / "bin" / "dcblab")]
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def sample():
+    return json.loads(SAMPLE.read_text())
+
+
+def _expected_pcps(result):
+    return sorted(int(p) for p in result["expected"])
+
+
+def _by_gid(ax, gid):
+    lines = [ln for ln in ax.lines if ln.get_gid() == gid]
+    assert len(lines) == 1, [ln.get_gid() for ln in ax.lines]
+    return lines[0]
+
+
+def _with_rtt(result, queued_ms=40.0):
+    """The sample plus two synthetic probes on its time axis: a strict one
+    that stays near its idle RTT and a best-effort one that queues
+    (queued_ms and growing) and loses every fifth probe; one idle probe
+    of each was lost too."""
+    r = copy.deepcopy(result)
+    ts = [iv["t_s"] + iv["len_s"] / 2 for iv in r["intervals"]]
+    r["rtt"] = [
+        {"name": "strict", "pcp": 7, "idle_ms": [0.31, None, 0.29, 0.35],
+         "load": [[t, 0.4 + 0.01 * (i % 3)] for i, t in enumerate(ts)],
+         "error": None},
+        {"name": "best-effort", "pcp": 1, "idle_ms": [0.3, 0.33, None],
+         "load": [[t, None if i % 5 == 4 else queued_ms * (1 + i / 40)]
+                  for i, t in enumerate(ts)],
+         "error": None},
+    ]
+    return r
+
+
+def test_plot_writes_a_png(sample, tmp_path):
+    out = tmp_path / "shares.png"
+    plot_result(sample, out)
+    assert out.read_bytes().startswith(PNG_SIGNATURE)
+
+
+def test_throughput_lines_are_the_intervals_in_mbps(sample, tmp_path):
+    ax = plot_result(sample, tmp_path / "s.png").axes[0]
+    ivs = sample["intervals"]
+    for pcp in _expected_pcps(sample):
+        line = _by_gid(ax, f"pcp-{pcp}")
+        share = sample["expected"][str(pcp)]
+        assert line.get_label() == f"PCP {pcp} ({share * 100:.3g} %)"
+        assert list(line.get_ydata()) == pytest.approx(
+            [iv["pcp_bytes"][pcp] * 8 / iv["len_s"] / 1e6 for iv in ivs])
+    pcp_lines = [ln for ln in ax.lines
+                 if (ln.get_gid() or "").startswith("pcp-")]
+    assert len(pcp_lines) == len(sample["expected"])
+
+
+def test_reference_lines_are_expected_share_times_rate(sample, tmp_path):
+    ax = plot_result(sample, tmp_path / "s.png").axes[0]
+    for pcp in _expected_pcps(sample):
+        ref = _by_gid(ax, f"expected-{pcp}")
+        want = sample["expected"][str(pcp)] * sample["rate_bps"] / 1e6
+        assert list(ref.get_ydata()) == pytest.approx([want, want])
+        assert ref.get_linestyle() == "--"
+        assert ref.get_color() == _by_gid(ax, f"pcp-{pcp}").get_color()
+
+
+def test_title_names_the_port_rate(sample, tmp_path):
+    fig = plot_result(sample, tmp_path / "s.png")
+    rate = sample["rate_bps"] / 1e6
+    assert fig.axes[0].get_title() == f"ETS shares at a {rate:g} Mbit/s port"
+
+
+def test_without_rtt_there_is_one_axes(sample, tmp_path):
+    assert len(plot_result(sample, tmp_path / "s.png").axes) == 1
+
+
+# 40 ms of queueing against 0.3 ms idle is drawn on a log scale, 0.5 ms
+# on a linear one.
+@pytest.mark.parametrize("queued_ms", [40.0, 0.5], ids=["log", "linear"])
+def test_rtt_section_gives_a_second_axes_with_each_probe(sample, tmp_path,
+                                                         queued_ms):
+    result = _with_rtt(sample, queued_ms)
+    out = tmp_path / "rtt.png"
+    fig = plot_result(result, out)
+    assert out.read_bytes().startswith(PNG_SIGNATURE)
+    assert len(fig.axes) == 2
+    ax = fig.axes[1]
+    for probe in result["rtt"]:
+        got = [ms for _, ms in probe["load"] if ms is not None]
+        lost = [t for t, ms in probe["load"] if ms is None]
+        line = _by_gid(ax, f"rtt-{probe['name']}")
+        assert list(line.get_ydata()) == got
+        idle = _by_gid(ax, f"idle-{probe['name']}")
+        idle_ms = [ms for ms in probe["idle_ms"] if ms is not None]
+        assert list(idle.get_ydata()) == pytest.approx(
+            [statistics.median(idle_ms)] * 2)
+        assert idle.get_linestyle() == "--"
+        if lost:
+            marks = _by_gid(ax, f"lost-{probe['name']}")
+            assert list(marks.get_xdata()) == lost
+            # drawn inside the panel, above every RTT measured
+            low, high = ax.get_ylim()
+            assert all(max(got) < y < high for y in marks.get_ydata())
+        else:
+            assert not any(ln.get_gid() == f"lost-{probe['name']}"
+                           for ln in ax.lines)
+
+
+def test_missing_key_names_it(sample, tmp_path):
+    del sample["expected"]
+    with pytest.raises(UsageError, match='no key "expected"'):
+        plot_result(sample, tmp_path / "s.png")
+    assert not (tmp_path / "s.png").exists()
+
+
+def test_missing_matplotlib_names_the_debian_package(sample, tmp_path,
+                                                     monkeypatch):
+    for name in [m for m in sys.modules if m.split(".")[0] == "matplotlib"]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(DcblabError, match="python3-matplotlib") as e:
+        plot_result(sample, tmp_path / "s.png")
+    assert "\n" not in str(e.value)
+
+
+# --- the command line --------------------------------------------------------
+
+def _dcblab(args):
+    return subprocess.run(DCBLAB + args, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_cli_writes_the_png_and_says_so(tmp_path):
+    sample = json.loads(SAMPLE.read_text())
+    out = tmp_path / "shares.png"
+    r = _dcblab(["plot", str(SAMPLE), "-o", str(out)])
+    assert r.returncode == 0, r.stderr
+    pcps = ", ".join(map(str, _expected_pcps(sample)))
+    assert r.stdout == (f"dcblab plot: wrote {out} "
+                        f"({len(sample['intervals'])} intervals, PCPs "
+                        f"{pcps})\n")
+    assert out.read_bytes().startswith(PNG_SIGNATURE)
+
+
+def _without(key):
+    def make(path):
+        result = json.loads(SAMPLE.read_text())
+        del result[key]
+        path.write_text(json.dumps(result))
+    return make
+
+
+@pytest.mark.parametrize("make_input, output, text", [
+    (None, "out.png", "nosuch.json: no such file"),
+    (lambda p: p.write_text("{\"rate_bps\": 1e7,"), "out.png",
+     "in.json: not JSON ("),
+    (_without("intervals"), "out.png", 'in.json: no key "intervals"'),
+    (_without("rate_bps"), "out.png", 'in.json: no key "rate_bps"'),
+    (_without("expected"), "out.png", 'in.json: no key "expected"'),
+    (lambda p: p.write_text("[]"), "out.png", "in.json: a JSON list"),
+    (lambda p: p.write_text(SAMPLE.read_text()), "nodir/out.png",
+     "nodir does not exist"),
+    (lambda p: p.write_text(SAMPLE.read_text()), "out.svg",
+     "the output is a PNG"),
+], ids=["file-missing", "not-json", "no-intervals", "no-rate", "no-expected",
+        "not-an-object", "output-dir-missing", "not-png"])
+def test_cli_mistake_is_one_line(tmp_path, make_input, output, text):
+    src = tmp_path / ("in.json" if make_input else "nosuch.json")
+    if make_input:
+        make_input(src)
+    r = _dcblab(["plot", str(src), "-o", str(tmp_path / output)])
+    assert r.returncode == 2, r
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.startswith("dcblab: ") and r.stderr.count("\n") == 1, \
+        r.stderr
+    assert text in r.stderr
+    assert r.stdout == ""
+    assert not (tmp_path / output).exists()
