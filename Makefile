@@ -42,7 +42,7 @@ help:
 	@echo "                   (kernel, checkpatch, check-series run only when their inputs"
 	@echo "                   changed since their last clean run; FORCE=1 runs them anyway)"
 	@echo "  make test        everything above, then the pytest suite (SUITE=..., FLAVOUR=debug)"
-	@echo "  make demo        boot the two-VM lab (two guests), run the two-cgroup scenario live"
+	@echo "  make demo        the DCB priority demo: a switch VM and three hosts, ETS shares live, build/demo/shares.png"
 	@echo "  make bench       measured figures: build time, boot times; also times the"
 	@echo "                   make test suite warm and cold (checkpatch, check-series re-run)"
 	@echo "  make clean       remove $(BUILD)"

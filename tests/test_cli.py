@@ -131,3 +131,16 @@ def test_bad_fabric_file_is_one_line_exit_2_and_nothing_started(tmp_path,
     assert list(tmp_path.iterdir()) == []
     assert not any(ns.startswith("dcblab-lab") for ns in subprocess.run(
         ["ip", "netns", "list"], capture_output=True, text=True).stdout.split())
+
+
+@pytest.mark.parametrize("args, text", [
+    (["demo", "two-hosts.toml"], "demo: unknown demo 'two-hosts.toml' "
+     "(known: fabric, netprio, dcbx); a topology goes after it"),
+    (["demo", "fabric", str(ROOT / "topology" / "two-hosts.toml")],
+     "has no switch port with a rate and a dcb table"),
+], ids=["topology-without-demo", "fabric-without-switch"])
+def test_demo_mistakes_are_one_line_and_start_nothing(tmp_path, args, text):
+    r = _dcblab(args, {"DCBLAB_RUN": str(tmp_path)})
+    assert r.returncode == 2
+    assert text in _one_line(r)
+    assert list(tmp_path.iterdir()) == []

@@ -135,7 +135,8 @@ def test_c_unit_tests_pass(tools):
 
 
 @pytest.mark.parametrize("tool", ["priosend", "priosink", "cgwrite",
-                                  "dcbnl-raw", "dcbapp-netprio"])
+                                  "dcbnl-raw", "dcbapp-netprio", "prioping",
+                                  "tsc-khz"])
 def test_help_exits_0_with_usage(tools, tool):
     r = _run([tools / tool, "-h"])
     assert r.returncode == 0 and r.stdout.startswith("usage:")
@@ -173,6 +174,13 @@ USAGE_ERRORS = {
         "ets-short": ["eth0", "ets", "00" * 58],
         "reset-with-hex": ["eth0", "reset", "00"],
         "get-with-hex": ["eth0", "get", "00"],
+    },
+    "prioping": {
+        "no-dest": [],
+        "count-0": ["-c", "0", "192.0.2.1"],
+        "size-over-1472": ["-s", "1473", "192.0.2.1"],
+        "ipv6-dest": ["2001:db8::1"],
+        "interval-not-a-number": ["-i", "x", "192.0.2.1"],
     },
     "dcbapp-netprio": {
         "dev-with-slash": ["--dev", "a/b"],
@@ -379,3 +387,32 @@ def test_priosink_stops_at_timeout_when_nothing_arrives(veth):
     got = _collect(_sink(veth, timeout=timeout))
     assert got["frames"] == 0
     assert got["elapsed_s"] >= timeout
+
+
+def test_prioping_times_each_probe_and_names_the_lost(veth):
+    """Three probes to the peer: each answered, RTTs in the order sent;
+    three to an address nobody has: all lost (null), exit 1."""
+    ping = ["ip", "netns", "exec", NS_A, veth["tools"] / "prioping", "-j",
+            "-i", "0.05", "-c", "3", "-P", "5"]
+    r = _run([*ping, V4_B])
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert (got["sent"], got["received"], got["lost"], got["priority"]) == \
+        (3, 3, 0, 5)
+    rtts = [p["rtt_ms"] for p in got["probes"]]
+    assert all(0 < x < 1000 for x in rtts)
+    assert got["min_ms"] == min(rtts) and got["max_ms"] == max(rtts)
+    sent = [p["t_s"] for p in got["probes"]]
+    assert sent == sorted(sent) and sent[-1] - sent[0] >= 0.09
+    nobody = V4_B.rsplit(".", 1)[0] + ".100"   # in the /26 (.64-.127), unused
+    r = _run([*ping, "-W", "0.3", nobody])
+    assert r.returncode == 1
+    got = json.loads(r.stdout)
+    assert (got["received"], got["lost"]) == (0, 3)
+    assert [p["rtt_ms"] for p in got["probes"]] == [None] * 3
+
+
+def test_tsc_khz_prints_a_plausible_frequency(tools):
+    r = _run([tools / "tsc-khz"])
+    assert r.returncode == 0, r.stderr
+    assert 100_000 < int(r.stdout) < 10_000_000     # 100 MHz .. 10 GHz

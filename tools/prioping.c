@@ -18,8 +18,9 @@
  * up), then a summary; -j: one object with each probe's send time (s from
  * the first) and RTT in ms (null when lost).
  *
- * Exit 0 when every probe was answered, 1 when some were lost or the
- * system refused (socket, send), 2 on usage errors.
+ * Exit 0 when every probe was answered, 1 when some were lost (a probe
+ * the stack refused to send is lost; the first reason goes to stderr) or
+ * the raw socket could not be opened, 2 on usage errors.
  */
 #include "util.h"
 
@@ -130,6 +131,7 @@ static int open_socket(const struct opts *o)
 	return fd;
 }
 
+/* 0, or -1 with errno set: the caller counts the probe lost. */
 static int send_probe(int fd, const struct opts *o, uint16_t id,
 		      uint16_t seq)
 {
@@ -141,12 +143,8 @@ static int send_probe(int fd, const struct opts *o, uint16_t id,
 	h->un.echo.id = htons(id);
 	h->un.echo.sequence = htons(seq);
 	h->checksum = checksum(buf, len);
-	if (sendto(fd, buf, len, 0, (const void *)&o->dest,
-		   sizeof(o->dest)) < 0)
-		return runtime_error("send to %s: %s",
-				     inet_ntoa(o->dest.sin_addr),
-				     strerror(errno));
-	return 0;
+	return sendto(fd, buf, len, 0, (const void *)&o->dest,
+		      sizeof(o->dest)) < 0 ? -1 : 0;
 }
 
 /* A reply's sequence number, or -1 if it is not one of ours. */
@@ -232,7 +230,7 @@ static int run(const struct opts *o, struct probe *pr, bool json)
 	uint16_t id = (uint16_t)getpid();
 	uint64_t next = 0, answered = 0;
 	double t0 = now(), last_send = t0;
-	int fd = open_socket(o), rc = 0;
+	int fd = open_socket(o), send_errno = 0;
 
 	if (fd < 0)
 		return EXIT_FAILURE;
@@ -243,9 +241,12 @@ static int run(const struct opts *o, struct probe *pr, bool json)
 
 		if (next < o->count && t >= t0 + (double)next * o->interval) {
 			pr[next].sent = t - t0;
-			rc = send_probe(fd, o, id, (uint16_t)next);
-			if (rc)
-				break;
+			/* A probe the stack refuses (no route, neighbour
+			 * failed, no buffer) is lost like one dropped on the
+			 * way; the first reason is told at the end. */
+			if (send_probe(fd, o, id, (uint16_t)next) < 0 &&
+			    !send_errno)
+				send_errno = errno;
 			last_send = t;
 			next++;
 			continue;
@@ -275,11 +276,12 @@ static int run(const struct opts *o, struct probe *pr, bool json)
 		}
 	}
 	close(fd);
-	for (uint64_t i = 0; i < o->count && !json && !rc; i++)
+	for (uint64_t i = 0; i < o->count && !json; i++)
 		if (pr[i].rtt_ms < 0)
 			print_probe(&pr[i], i);
-	if (rc)
-		return rc;
+	if (send_errno)
+		runtime_error("some probes were not sent: %s",
+			      strerror(send_errno));
 	print_result(o, pr, json);
 	return answered == o->count ? 0 : EXIT_FAILURE;
 }

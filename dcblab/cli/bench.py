@@ -367,6 +367,47 @@ def _dcbx_rows(topo, args, accel):
     return rows
 
 
+def _fabric_rows(args, accel):
+    """The fabric (topology/dcb-fabric.toml): up -> all ready for its four
+    guests, the switch's forwarding rate with the shaper lifted, and the
+    ETS share error of the shares scenario; each run a lab of its own."""
+    from ..scenarios.fabric import forwarding_capacity, offer, wire_bytes
+    topo = load(paths.ROOT / "topology" / "dcb-fabric.toml")
+    ups, fwd, errors, wire = [], [], [], []
+    for i in range(args.fabric_runs):
+        say(f"bench: fabric {i + 1}/{args.fabric_runs}")
+        lab = Lab(topo, f"bench-fab-{os.getpid()}")
+        try:
+            ups.append(lab.up(owner_pid=os.getpid(), accel=accel)["total"])
+            handle = LabHandle(lab)
+            r = offer(handle, (0, 2, 3), load=1.2)
+            errors.append(max(abs(r.share(p) - r.expected[p])
+                              for p in r.expected))
+            wire.append(r.wire_bps)
+            fwd.append(forwarding_capacity(handle))
+        finally:
+            lab.down()
+    med, n = statistics.median, args.fabric_runs
+    fps = [f for f, _, _ in fwd]
+    dropped = sum(d for _, _, d in fwd)
+    limit = (f"sw's taps dropped {dropped} frames: the switch is the limit"
+             if dropped else "0 dropped at sw's taps: the two 1-vCPU "
+             "senders are the limit, sw forwards at least this")
+    return [
+        ("fabric up -> all ready (4 VMs)", f"{med(ups):.2f} s",
+         f"median of {n}, max {max(ups):.2f} s; 3 hosts + switch, lldpad "
+         "and DCBX setup included (goal 3 s: not met under TCG)"),
+        ("switch forwarding, one port", f"{med(fps):.0f} f/s",
+         f"median of {n}, {med(fps) * 8 * wire_bytes() / 1e6:.1f} Mbit/s of "
+         f"{wire_bytes()}-byte frames, shaper lifted; {limit}; offered "
+         f"{fwd[0][1]} f/s"),
+        ("ETS share error (3 classes)", f"{100 * med(errors):.1f} pp",
+         f"median of {n}, max {100 * max(errors):.1f} pp: largest |measured "
+         "- configured| share at h3 (goal 5 pp); port "
+         f"{med(wire) / 1e6:.2f} Mbit/s on the wire"),
+    ]
+
+
 def bench(args):
     accel = choose_accel(paths.bzimage(), paths.initramfs())
     med = statistics.median
@@ -397,6 +438,8 @@ def bench(args):
         rows += _rate_rows(topo, args, accel)
     if args.dcbx_runs:
         rows += _dcbx_rows(topo, args, accel)
+    if args.fabric_runs:
+        rows += _fabric_rows(args, accel)
     if args.suite:
         rows += _suite_rows()
     say(f"\n{'figure':<36} {'value':>10}  how measured ({accel}, "
@@ -436,6 +479,10 @@ def add_parsers(sub):
     p.add_argument("--dcbx-runs", type=int, default=3,
                    help="labs to time DCBX convergence and the APP chain in "
                         "(default 3; 0 skips)")
+    p.add_argument("--fabric-runs", type=int, default=2,
+                   help="dcb-fabric labs to time up, the switch's forwarding "
+                        "rate and the ETS share error in (default 2; 0 "
+                        "skips)")
     p.add_argument("--no-suite", dest="suite", action="store_false",
                    help="skip the warm and cold-check `make test` runs "
                         "(minutes; each boots a lab)")

@@ -1,4 +1,5 @@
-"""`dcblab demo`: the two-VM lab up, what it holds, a ping across, the
+"""`dcblab demo` is the fabric demonstration (demo_fabric.py). `dcblab
+demo netprio`: the two-VM lab up, what it holds, a ping across, the
 two-cgroup scenario live, down. `dcblab demo dcbx`: the lab up with lldpad,
 DCBX negotiation (h1's driver before and after) and the APP chain
 (APP entry -> cgroup -> ifpriomap -> PCP on h2) live, down."""
@@ -18,7 +19,7 @@ from ..testing.dcb import fresh_lldpad
 from ..topology import load
 from .common import need_images, say, sigterm_as_exit
 
-__all__ = ["add_parsers", "demo"]
+__all__ = ["add_parsers", "demo", "lab_splats", "verdict", "print_table"]
 
 PER_FLOW = 50_000
 VLAN = 100
@@ -33,7 +34,7 @@ def _fmt(counts):
                                                     key=lambda kv: str(kv[0])))
 
 
-def _print_table(cells):
+def print_table(cells):
     """Rows of strings, the first the header, in left-aligned columns."""
     widths = [max(len(c[i]) for c in cells) for i in range(len(cells[0]))]
     for c in cells:
@@ -50,7 +51,7 @@ def _table(result):
                       f"TC{f.prio}: {result.tc_tx.get(f.prio, 0)}",
                       _fmt(f.wire_pcp) or "-", _fmt(f.pcp_rx) or "-",
                       str(f.lost), str(f.misclassified)))
-    _print_table(cells)
+    print_table(cells)
 
 
 def _controllers(guest):
@@ -119,8 +120,7 @@ def demo(topology=None, name="demo"):
             "frame received)")
         for line in result.explain_loss():
             say(f"  {line}")
-        splats = [s for m in the_lab.machines.values()
-                  for s in m.console.splats(since=0)]
+        splats = lab_splats(the_lab)
     finally:
         the_lab.down()
     say(f"\ndcblab demo: lab {name} down, netns and run dir removed "
@@ -168,7 +168,7 @@ def _chain_table(result):
                       ", ".join(f"{d} {v}" for d, v in p.ifpriomap.items()
                                 if d != "lo") or "-",
                       _fmt(p.pcp) or "-", f"{p.seconds:.2f} s"))
-    _print_table(cells)
+    print_table(cells)
 
 
 def demo_dcbx(topology=None, name="demo-dcbx"):
@@ -219,49 +219,78 @@ def demo_dcbx(topology=None, name="demo-dcbx"):
             if set(p.pcp) != {p.prio}:
                 wrong.append(f"{p.what}: PCPs {_fmt(p.pcp)}, not only "
                              f"{p.prio}")
-        splats = [s for m in the_lab.machines.values()
-                  for s in m.console.splats(since=0)]
+        splats = lab_splats(the_lab)
     finally:
         the_lab.down()
     say(f"\ndcblab demo dcbx: lab {name} down ({time.monotonic() - t0:.1f}s "
         "in all)")
+    return verdict("dcblab demo dcbx", splats, wrong)
+
+
+def lab_splats(the_lab):
+    """Every kernel splat on the lab's consoles since boot."""
+    return [s for m in the_lab.machines.values()
+            for s in m.console.splats(since=0)]
+
+
+def verdict(prog, splats, wrong):
+    """A demo's exit status: 1 with the splats or each wrong observation
+    printed, else 0."""
     if splats:
         say("kernel splats on the consoles:\n" + "\n".join(splats))
         return 1
     for w in wrong:
-        say(f"dcblab demo dcbx: FAILED: {w}")
+        say(f"{prog}: FAILED: {w}")
     return 1 if wrong else 0
+
+
+DEMOS = ("fabric", "netprio", "dcbx")
 
 
 def cmd_demo(args):
     what = list(args.what)
-    dcbx = bool(what) and what[0] == "dcbx"
-    if dcbx:
-        what.pop(0)
+    kind = what.pop(0) if what and what[0] in DEMOS else "fabric"
+    if args.what and args.what[0] not in DEMOS:
+        raise UsageError(f"demo: unknown demo {args.what[0]!r} (known: "
+                         f"{', '.join(DEMOS)}); a topology goes after it, "
+                         f"e.g. `dcblab demo fabric {args.what[0]}`")
     if len(what) > 1:
         raise UsageError(f"demo: one topology at most, got "
                          f"{' '.join(what)}")
     topology = what[0] if what else None
-    if dcbx and not load(topology or paths.default_topology()).dcbx:
+    if kind == "dcbx" and not load(topology
+                                   or paths.default_topology()).dcbx:
         raise UsageError(f"demo dcbx: topology {topology} has no "
                          "`dcbx = true`: lldpad would not run in its guests")
+    if kind == "fabric" and topology:
+        topo = load(topology)
+        if not any(p.rate_bps and p.dcb for sw in topo.switches
+                   for p in sw.nics):
+            raise UsageError(f"demo fabric: topology {topology} has no "
+                             "switch port with a rate and a dcb table")
     need_images()
     sigterm_as_exit()
-    if dcbx:
+    if kind == "dcbx":
         return demo_dcbx(topology, args.name or "demo-dcbx")
-    return demo(topology, args.name or "demo")
+    if kind == "netprio":
+        return demo(topology, args.name or "demo")
+    from .demo_fabric import demo_fabric
+    return demo_fabric(topology, args.name or "demo-fabric")
 
 
 def add_parsers(sub):
-    p = sub.add_parser("demo", help="bring the two-VM lab up, show it, ping "
-                                    "across, run the two-cgroup scenario, "
-                                    "bring it down; `demo dcbx`: DCBX and "
-                                    "the APP chain instead",
-                       usage="dcblab demo [-h] [--name NAME] [dcbx] "
-                             "[TOPOLOGY]")
-    p.add_argument("what", nargs="*", metavar="[dcbx] [TOPOLOGY]",
-                   help="`dcbx` for the DCBX demo; a topology file "
-                        f"(default {paths.default_topology()})")
+    p = sub.add_parser("demo", help="the DCB priority demonstration on "
+                                    "topology/dcb-fabric.toml (default); "
+                                    "`demo netprio`: the two-VM net_prio "
+                                    "scenario; `demo dcbx`: DCBX and the APP "
+                                    "chain between two guests",
+                       usage="dcblab demo [-h] [--name NAME] "
+                             "[fabric|netprio|dcbx] [TOPOLOGY]")
+    p.add_argument("what", nargs="*", metavar="[fabric|netprio|dcbx] "
+                                              "[TOPOLOGY]",
+                   help="which demo (default fabric); a topology file "
+                        "(default topology/dcb-fabric.toml for fabric, "
+                        f"{paths.default_topology()} for the others)")
     p.add_argument("--name", default=None,
-                   help="lab name (default demo, demo-dcbx)")
+                   help="lab name (default demo-fabric, demo, demo-dcbx)")
     p.set_defaults(func=cmd_demo)

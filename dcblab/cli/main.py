@@ -18,6 +18,7 @@ _GROUPS = {
     "demo": ("demo",),
     "bench": ("bench",),
     "plot": ("plot",),
+    "top": ("top",),
 }
 
 

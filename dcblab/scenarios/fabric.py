@@ -30,7 +30,7 @@ from ..testing.dcb import wait_for
 from ..testing.traffic import NETPRIO, Sink, cgroup, map_priority, send
 from .dcbx import CHAIN_CGROUP, ROCE_PORT, chain_ifpriomap
 
-__all__ = ["congested_port", "class_stats", "strict_priority", "cgroup_apps",
+__all__ = ["congested_port", "class_stats", "parse_class_stats", "strict_priority", "cgroup_apps",
            "queue_delay_s", "idle_rtt", "BULK_CGROUP", "wire_bytes", "Flow", "SharesResult",
            "offer", "expected_shares", "SIZE", "SINK_PORT"]
 
@@ -131,7 +131,12 @@ def class_stats(guest, dev):
     """{classid: {kind, bytes, packets, drops, backlog_bytes,
     backlog_packets}} of dev's classes (`tc -s class show`: iproute2 6.1
     prints no JSON for classes)."""
-    out = guest.run(["tc", "-s", "class", "show", "dev", dev]).stdout
+    return parse_class_stats(
+        guest.run(["tc", "-s", "class", "show", "dev", dev]).stdout)
+
+
+def parse_class_stats(out):
+    """class_stats() of `tc -s class show` text."""
     return {m[2]: dict(kind=m[1], bytes=int(m[3]), packets=int(m[4]),
                        drops=int(m[5]), backlog_bytes=int(m[6]),
                        backlog_packets=int(m[7]))
@@ -381,3 +386,36 @@ def cgroup_apps(lab, *, load=1.2, bulk_prio=2, host="h1"):
     finally:
         stop_dcbapp(g.machine)
     return r, app.priority
+
+
+# --- the switch's own capacity (make bench) ----------------------------------
+
+def forwarding_capacity(lab, *, load=6.0, seconds=6.0):
+    """Frames/s sw forwards to its congested port with the shaper lifted
+    (tbf at 1gbit), offered load x the port's line rate as six flows
+    from h1 and h2 at one ETS priority; the port's shaper is put back
+    after. Returns (forwarded frames/s on the wire by the host's clock,
+    offered frames/s, frames the switch's taps dropped on the way in:
+    what sw's QEMU did not take)."""
+    sw, port, _ = congested_port(lab.topology)
+    g = lab.guest(sw.name)
+    ns = lab.wire.netns
+    taps = [Wire.tap(p) for p in sw.nics if p is not port]
+
+    def tap_drops():
+        out = json.loads(run(["ip", "-n", ns, "-s", "-j", "link"]).stdout)
+        return sum(d["stats64"]["tx"]["dropped"] for d in out
+                   if d["ifname"] in taps)
+    tbf = ["tc", "qdisc", "change", "dev", port.name, "root", "handle", "1:",
+           "tbf"]
+    g.run(tbf + ["rate", "1gbit", "burst", "1mb", "latency", "100ms"])
+    try:
+        before = tap_drops()
+        r = offer(lab, (2, 2, 2), load=load, seconds=seconds)
+        dropped = tap_drops() - before
+    finally:
+        g.run(tbf + ["rate", port.rate, "burst",
+                     str(max(port.rate_bps // 8 // 50, 2 * 1522)),
+                     "latency", "100ms"])
+    offered = sum(f.rate for f in r.flows)
+    return r.wire_bps / (8 * wire_bytes()), offered, dropped
