@@ -331,3 +331,34 @@ def test_ets_qdisc_serves_strict_tcs_first_and_quanta_follow_shares():
     assert ets_qdisc_args(d) == (
         "bands 4 strict 1 quanta 2000 3000 5000 priomap "
         "1 1 2 3 1 0 1 1 1 1 2 3 1 0 1 1").split()
+
+
+def test_two_switches_may_be_cabled_port_to_port(tmp_path):
+    text = """\
+[hosts.h1.nics.eth0]
+[hosts.h2.nics.eth0]
+[switches.sa]
+vlans = [100]
+[switches.sa.ports.swp1]
+[switches.sa.ports.swp2]
+[switches.sb]
+vlans = [100]
+[switches.sb.ports.swp1]
+[switches.sb.ports.swp2]
+[links.l1]
+a = "h1:eth0"
+b = "sa:swp1"
+[links.l2]
+a = "sa:swp2"
+b = "sb:swp2"
+[links.l3]
+a = "sb:swp1"
+b = "h2:eth0"
+"""
+    topo = load(_write(tmp_path, text))
+    assert [h.name for h in topo.switches] == ["sa", "sb"]
+    sa2 = topo.host("sa").nic("swp2")
+    assert (sa2.peer, sa2.peer_is_switch) == ("sb:swp2", True)
+    assert topo.host("h2").nics[0].peer == "sb:swp1"
+    # MAC and index: switches come after the hosts, each its own index
+    assert [h.index for h in topo.hosts] == [0, 1, 2, 3]
