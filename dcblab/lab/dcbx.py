@@ -68,12 +68,12 @@ def dcbapp_pid(machine):
 LLDPTOOL = "/usr/sbin/lldptool"
 
 
-def ets_tlv_args(dcb):
-    """lldptool's ETS-CFG / ETS-REC arguments for a PortDcb."""
-    return ["tsa=" + ",".join(f"{tc}:{t}" for tc, t in enumerate(dcb.tsa)),
-            "up2tc=" + ",".join(f"{p}:{tc}" for p, tc in
-                                enumerate(dcb.prio_tc)),
-            "tcbw=" + ",".join(map(str, dcb.bw))]
+def ets_tlv_args(prio_tc, tsa, bw):
+    """lldptool's ETS-CFG / ETS-REC arguments for one ETS configuration
+    (each a sequence of 8, as in PortDcb and `dcb -j ets show`)."""
+    return ["tsa=" + ",".join(f"{tc}:{t}" for tc, t in enumerate(tsa)),
+            "up2tc=" + ",".join(f"{p}:{tc}" for p, tc in enumerate(prio_tc)),
+            "tcbw=" + ",".join(map(str, bw))]
 
 
 def dcbx_script(host):
@@ -92,9 +92,9 @@ def dcbx_script(host):
     for nic in host.nics:
         if host.is_switch and nic.dcb:
             d = nic.dcb
-            tool(nic.name, "ETS-CFG", "willing=no", "enableTx=yes",
-                 *ets_tlv_args(d))
-            tool(nic.name, "ETS-REC", "enableTx=yes", *ets_tlv_args(d))
+            ets = ets_tlv_args(d.prio_tc, d.tsa, d.bw)
+            tool(nic.name, "ETS-CFG", "willing=no", "enableTx=yes", *ets)
+            tool(nic.name, "ETS-REC", "enableTx=yes", *ets)
             tool(nic.name, "PFC", "willing=no", "enableTx=yes",
                  "enabled=" + (",".join(map(str, d.pfc)) or "none"))
             for a in d.apps:

@@ -11,7 +11,8 @@ it the dynamic loader, and an agent round trip adds its own.
 from .runs import LabError
 
 __all__ = ["switch_setup_script", "switch_qos_script", "ets_qdisc_args",
-           "port_bands", "dcb_batch", "run_script", "BRIDGE", "ETS_HANDLE"]
+           "port_bands", "dcb_batch", "run_script", "tbf_burst", "BRIDGE",
+           "ETS_HANDLE"]
 
 BRIDGE = "br0"
 # Full paths: busybox sh runs its own ip/tc applets before PATH.
@@ -56,7 +57,8 @@ def ets_qdisc_args(dcb):
     return args + ["priomap", *priomap]
 
 
-def _tbf_burst(rate_bps):
+def tbf_burst(rate_bps):
+    """The tbf bucket of a port shaped to rate_bps, in bytes."""
     # 20 ms at the port's rate, at least two full frames: a token bucket
     # smaller than one frame would never send it, and one that refills
     # less than a timer wakeup's worth caps the rate below the set one
@@ -102,7 +104,7 @@ def switch_qos_script(host, dcb=True):
         parent = "root"
         if port.rate_bps:
             tc.append(f"qdisc add dev {dev} root handle 1: tbf "
-                      f"rate {port.rate} burst {_tbf_burst(port.rate_bps)} "
+                      f"rate {port.rate} burst {tbf_burst(port.rate_bps)} "
                       "latency 100ms")
             parent = "parent 1:1"
         if port.dcb:

@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..core.cmd import run
+from ..lab.switch import tbf_burst
 from ..lab.wire import Wire
 from ..lab import start_dcbapp, stop_dcbapp
 from ..testing.dcb import wait_for
@@ -415,7 +416,7 @@ def forwarding_capacity(lab, *, load=6.0, seconds=6.0):
         dropped = tap_drops() - before
     finally:
         g.run(tbf + ["rate", port.rate, "burst",
-                     str(max(port.rate_bps // 8 // 50, 2 * 1522)),
+                     str(tbf_burst(port.rate_bps)),
                      "latency", "100ms"])
     offered = sum(f.rate for f in r.flows)
     return r.wire_bps / (8 * wire_bytes()), offered, dropped

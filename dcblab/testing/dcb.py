@@ -12,6 +12,8 @@ import json
 import struct
 import time
 
+from ..lab.dcbx import ets_tlv_args
+
 __all__ = ["TSA", "SEL", "dcb_show", "ets_bytes", "app_bytes", "pfc_bytes",
            "dcbnl_raw", "dcb_reset", "tx_queue_packets", "TxQueueCounter",
            "queue_tcs", "ets_of", "pfc_of", "apps_of", "LLDPTOOL",
@@ -141,11 +143,8 @@ def lldp_del_app(guest, prio, sel, proto, dev="eth0"):
                       f"app={prio},{sel},{proto}"]).stdout
 
 
-def ets_rec_args(prio_tc, tsa, bw):
-    """lldptool's ETS-REC (and ETS-CFG) arguments for one configuration."""
-    return ["tsa=" + ",".join(f"{t}:{a}" for t, a in enumerate(tsa)),
-            "up2tc=" + ",".join(f"{p}:{tc}" for p, tc in enumerate(prio_tc)),
-            "tcbw=" + ",".join(str(b) for b in bw)]
+# lldptool's ETS-REC (and ETS-CFG) arguments for one configuration.
+ets_rec_args = ets_tlv_args
 
 
 def dcbx_port(guest, *, willing, rec=None, pfc=None, pfc_willing=None,

@@ -191,12 +191,8 @@ class _Parser:
         nics = [self.nic(name, nname, ntable)
                 for nname, ntable in nics_t.items()]
         nics.sort(key=lambda n: (n.index, n.name))
-        expected = [f"eth{i}" for i in range(len(nics))]
-        got = [n.name for n in nics]
-        if got != expected:
-            want = (expected[0] if len(expected) == 1
-                    else f"{expected[0]}..{expected[-1]}")
-            self.fail(where, f"NICs must be {want}, got {', '.join(got)}")
+        self.numbered(where, "NICs", nics, [f"eth{i}" for i in
+                                            range(len(nics))])
         return Host(name, index, mem, cpus, tuple(nics))
 
     def nic(self, host: str, name: str, table) -> Nic:
@@ -279,16 +275,20 @@ class _Parser:
                              None, None, (), link="", queues=0,
                              rate_bps=rate_bps, rate=rate, dcb=pdcb))
         ports.sort(key=lambda n: n.index)
-        expected = [f"swp{i + 1}" for i in range(len(ports))]
-        got = [n.name for n in ports]
-        if got != expected:
-            want = (expected[0] if len(expected) == 1
-                    else f"{expected[0]}..{expected[-1]}")
-            self.fail(where, f"ports must be {want}, got {', '.join(got)}")
+        self.numbered(where, "ports", ports, [f"swp{i + 1}" for i in
+                                              range(len(ports))])
         if not ports:
             self.fail(where, "no ports: declare [switches.NAME.ports.swp1]")
         return Host(name, index, mem, cpus, tuple(ports), kind="switch",
                     bridge_vlans=tuple(vlans))
+
+    def numbered(self, where, what, items, expected):
+        """items (sorted) must be named exactly expected: no gap."""
+        got = [n.name for n in items]
+        if got != expected:
+            want = (expected[0] if len(expected) == 1
+                    else f"{expected[0]}..{expected[-1]}")
+            self.fail(where, f"{what} must be {want}, got {', '.join(got)}")
 
     def rate(self, table: dict, where: str):
         if "rate" not in table:
