@@ -344,10 +344,10 @@ def strict_priority(lab, *, load=0.7, strict_pcp=5, be_pcp=0,
     load comes from the other sender so that the probes' own host and
     switch port are not where they queue: what is measured is sw's
     congested egress."""
-    dst = lab.topology.address(congested_port(lab.topology)[2], vlan=VLAN)
+    _, port, rx = congested_port(lab.topology)
+    dst = lab.topology.address(rx, vlan=VLAN)
     g = lab.guest(prober)
     idle = {pcp: idle_rtt(g, dst, pcp) for pcp in (strict_pcp, be_pcp)}
-    _, port, _ = congested_port(lab.topology)
     line = port.rate_bps / (8 * wire_bytes())
     return offer(lab, (0, 2, 3), load=load, senders=(loader,),
                  extra=[(prober, strict_pcp, max(1, int(stream_share * line)))],
