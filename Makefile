@@ -16,13 +16,14 @@ DEBIAN_PACKAGES := linux-source-6.1 build-essential flex bison bc \
 	libelf-dev libssl-dev cpio xz-utils lz4 quilt \
 	qemu-system-x86 qemu-guest-agent busybox-static iproute2 ethtool \
 	tcpdump iperf3 lldpad bash mksh util-linux ncurses-base procps git python3 \
-	python3-pytest python3-ply python3-git python3-matplotlib
+	python3-pytest python3-ply python3-git python3-matplotlib \
+	nftables
 
 IMAGE := $(BUILD)/initramfs.cpio
 TOOLS_OUT := $(BUILD)/tools
 TOOLS := $(TOOLS_OUT)/priosend $(TOOLS_OUT)/priosink $(TOOLS_OUT)/cgwrite \
 	$(TOOLS_OUT)/dcblab-run $(TOOLS_OUT)/dcbnl-raw $(TOOLS_OUT)/dcbapp-netprio \
-	$(TOOLS_OUT)/prioping
+	$(TOOLS_OUT)/prioping $(TOOLS_OUT)/cgsockprio
 # guest-image/ holds only what goes into the image (scripts, settings,
 # contents) and mkinitramfs itself.
 IMAGE_INPUTS := $(wildcard guest-image/*) \

@@ -3,6 +3,7 @@ applied after boot and restored between tests."""
 
 import json
 
+from ..guest.agent import AgentError
 from .switch import BRIDGE, run_script, switch_qos_script, switch_setup_script
 
 __all__ = ["baseline_ip", "apply_baseline", "baseline_devices",
@@ -89,10 +90,57 @@ def restore(machine, host, dcbx=False, check=True):
     env = ["env", f"DCBLAB_KEEP_DCB={' '.join(keep)}"] if keep else []
     res = machine.run([*env, "dcblab-restore", *baseline_devices(host)],
                       check=check)
+    fixed = _vlan_qos(machine, host)
+    if fixed:
+        res.stdout += "".join(f"restore: {line}\n" for line in fixed)
     if host.is_switch:
         run_script(machine, "\n".join(switch_qos_script(host, dcb=False)),
                    "switch restore")
     return res
+
+
+def _qos_tokens(text, word):
+    """The p:q pairs of /proc/net/vlan/DEV's "WORD priority mappings:"
+    line."""
+    for line in text.splitlines():
+        if line.strip().startswith(f"{word} priority mappings:"):
+            return line.split(":", 1)[1].split()
+    return []
+
+
+def _vlan_qos(machine, host):
+    """The VLAN devices' QoS maps back to the topology's, if a test or a
+    lab changed them (guest-image/restore does not know the topology's
+    maps). Read from /proc/net/vlan through the agent (no process); one
+    `ip` run only for a device whose map differs. Egress pairs the
+    baseline does not have are set to PCP 0: the kernel keeps an egress
+    entry once made, so those read back as p:0."""
+    fixed = []
+    for nic in host.nics:
+        for vlan in nic.vlans:
+            dev = nic.vlan_dev(vlan)
+            try:
+                text = machine.agent.read_file(
+                    f"/proc/net/vlan/{dev}").decode()
+            except AgentError:   # deleted: reset_baseline makes it again
+                continue
+            egress = set(_qos(vlan.egress_qos_map))
+            ingress = _qos(vlan.ingress_qos_map)
+            known = {p.split(":")[0] for p in egress}
+            extra = [t for t in _qos_tokens(text, "EGRESS")
+                     if t not in egress and t.split(":")[0] not in known]
+            now_in = set(_qos_tokens(text, "INGRESS"))
+            if not [t for t in extra if not t.endswith(":0")] and \
+                    egress <= set(_qos_tokens(text, "EGRESS")) and \
+                    set(ingress) <= now_in:
+                continue
+            zero = [f"{t.split(':')[0]}:0" for t in extra]
+            machine.run(["ip", "link", "set", "dev", dev, "type", "vlan",
+                         "egress-qos-map", *sorted(egress), *zero,
+                         "ingress-qos-map", *ingress])
+            fixed.append(f"vlan {dev}: egress-qos-map and ingress-qos-map "
+                         "back to the topology's")
+    return fixed
 
 
 def reset_baseline(machine, host, dcbx=False):
