@@ -3,11 +3,12 @@
 # BUILD=DIR puts every generated file (kernel tree, objects, initramfs, run
 # state of pytest guests) under DIR instead of ./build.
 # FLAVOUR=debug builds and tests the debug kernel (KASAN, lockdep, kmemleak,
-# UBSAN) instead of the lab kernel; SUITE=... narrows what `make test` runs.
+# UBSAN) instead of the lab kernel; SUITE=... narrows what `make test` runs
+# (default: tests/ and the teaching labs, docs/labs/).
 
 BUILD ?= $(CURDIR)/build
 FLAVOUR ?= lab
-SUITE ?= tests/
+SUITE ?= tests/ docs/labs/
 export BUILD FLAVOUR
 PY := /usr/bin/python3
 
@@ -17,7 +18,7 @@ DEBIAN_PACKAGES := linux-source-6.1 build-essential flex bison bc \
 	qemu-system-x86 qemu-guest-agent busybox-static iproute2 ethtool \
 	tcpdump iperf3 lldpad bash mksh util-linux ncurses-base procps git python3 \
 	python3-pytest python3-ply python3-git python3-matplotlib \
-	nftables
+	python3-sybil nftables
 
 IMAGE := $(BUILD)/initramfs.cpio
 TOOLS_OUT := $(BUILD)/tools
@@ -29,7 +30,7 @@ TOOLS := $(TOOLS_OUT)/priosend $(TOOLS_OUT)/priosink $(TOOLS_OUT)/cgwrite \
 IMAGE_INPUTS := $(wildcard guest-image/*) \
 	$(wildcard $(shell awk '!/^\#/ && NF {print $$1}' guest-image/contents 2>/dev/null))
 
-.PHONY: help deps kernel image tools-check checkpatch check-series test demo bench clean
+.PHONY: help deps kernel image tools-check checkpatch check-series test labs demo bench clean
 
 help:
 	@echo "dcblab targets:"
@@ -43,6 +44,7 @@ help:
 	@echo "                   (kernel, checkpatch, check-series run only when their inputs"
 	@echo "                   changed since their last clean run; FORCE=1 runs them anyway)"
 	@echo "  make test        everything above, then the pytest suite (SUITE=..., FLAVOUR=debug)"
+	@echo "  make labs        run the teaching labs (docs/labs/) in a lab, one line per lab"
 	@echo "  make demo        the DCB priority demo: a switch VM and three hosts, ETS shares live, build/demo/shares.png"
 	@echo "  make bench       measured figures: build time, boot times; also times the"
 	@echo "                   make test suite warm and cold (checkpatch, check-series re-run)"
@@ -101,10 +103,17 @@ checkpatch: deps
 check-series: deps
 	$(PY) -m dcblab.build check-series $(FORCE_ARG)
 
-test: kernel image tools-check checkpatch check-series
-	$(PY) -m pytest $(SUITE); rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests: failing" >&2; exit 1; fi; \
+# pytest's exit 5 (nothing collected) is a failure, not a pass.
+PYTEST = $(PY) -m pytest $(1); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make $@: pytest collected no tests: failing" >&2; exit 1; fi; \
 	exit $$rc
+
+test: kernel image tools-check checkpatch check-series
+	$(call PYTEST,$(SUITE))
+
+# The teaching labs alone (make test runs them too): one line per lab.
+labs: kernel image
+	$(call PYTEST,-q docs/labs/)
 
 demo: kernel image
 	$(PY) bin/dcblab demo

@@ -1,5 +1,6 @@
 """What every command module shares: output, lab lookup, signals."""
 
+import os
 import signal
 import sys
 
@@ -32,9 +33,12 @@ def sigterm_as_exit():
 
 
 def lab_name(args):
-    """--name, or the only lab up; a one-line error otherwise."""
+    """--name, $DCBLAB_LAB, or the only lab up; a one-line error
+    otherwise."""
     if args.name is not None:
         return check_name(args.name)
+    if os.environ.get("DCBLAB_LAB"):
+        return check_name(os.environ["DCBLAB_LAB"])
     labs = list_labs()
     if len(labs) == 1:
         return labs[0]
@@ -45,5 +49,6 @@ def lab_name(args):
 
 
 def named(parser):
-    parser.add_argument("--name", help="lab name (default: the only lab up)")
+    parser.add_argument("--name", help="lab name (default: $DCBLAB_LAB, "
+                        "or the only lab up)")
     return parser

@@ -19,6 +19,7 @@ _GROUPS = {
     "bench": ("bench",),
     "plot": ("plot",),
     "top": ("top",),
+    "course": ("lab",),
 }
 
 

@@ -1,0 +1,174 @@
+"""`dcblab lab FILE`: one teaching lab (docs/labs/NN-*.md), step by step,
+on a running lab: each command shown, run, its real output shown and
+checked against the lab's; a difference is a diff, never a traceback."""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from ..core.errors import UsageError
+from ..testing.labdoc import (LabRun, failure_text, guest_runner,
+                              host_runner, parse_file)
+from .common import lab_name, named, note
+
+__all__ = ["add_parsers"]
+
+
+def add_parsers(sub):
+    p = named(sub.add_parser(
+        "lab", help="run a teaching lab (docs/labs/NN-*.md) step by step "
+                    "on a running lab: each command, its real output next "
+                    "to the lab's, a diff where they differ"))
+    p.add_argument("file", metavar="LAB.md",
+                   help="a lab of docs/labs/ (docs/labs/README.md lists "
+                        "them)")
+    p.add_argument("--no-pause", action="store_true",
+                   help="do not wait for Enter before each command")
+    p.add_argument("-j", "--json", action="store_true",
+                   help="no pauses, no text: one JSON object with every "
+                        "step's command, output and verdict")
+    p.set_defaults(func=cmd_lab)
+
+
+class _Screen:
+    """What a student sees: bold commands, green/red verdicts on a
+    terminal, plain text otherwise."""
+
+    def __init__(self, out):
+        self.out = out
+        self.tty = out.isatty() and os.environ.get("TERM") != "dumb"
+
+    def _c(self, code, text):
+        return f"\033[{code}m{text}\033[0m" if self.tty else text
+
+    def line(self, text=""):
+        print(text, file=self.out, flush=True)
+
+    def prose(self, text):
+        for ln in text.split("\n"):
+            self.line(self._c("1", ln) if ln.startswith("#") else ln)
+
+    def command(self, prompt, command):
+        first, *rest = command.split("\n")
+        self.line(self._c("1", prompt + first))
+        for ln in rest:
+            self.line(self._c("1", "> " + ln))
+
+    def good(self, text):
+        self.line(self._c("32", text))
+
+    def bad(self, text):
+        self.line(self._c("31", text))
+
+    def diff(self, text):
+        for ln in text.split("\n"):
+            colour = "32" if ln.startswith("+") else \
+                "31" if ln.startswith("-") else "36" if ln.startswith("@") \
+                else None
+            self.line(self._c(colour, ln) if colour else ln)
+
+
+def cmd_lab(args):
+    from ..lab import Lab, reset_baseline   # not at import: -h stays quick
+    path = Path(args.file)
+    if not path.is_file():
+        raise UsageError(f"lab: {args.file}: no such file (the labs are "
+                         "docs/labs/NN-*.md)")
+    blocks = parse_file(path)
+    if not blocks:
+        raise UsageError(f"lab: {args.file}: no console block with a "
+                         "command (HOST# or host$) in it")
+    name = lab_name(args)
+    lab = Lab.attach(name)
+    used = sorted({s.host for b in blocks for s in b.steps} - {"host"})
+    missing = [h for h in used if h not in lab.machines]
+    if missing:
+        raise UsageError(f"lab: {args.file} uses {', '.join(missing)}, not "
+                         f"in lab {name} (hosts: {', '.join(lab.machines)}): "
+                         "start the topology it names")
+    quiet = args.json
+    screen = _Screen(sys.stdout)
+    pause = not (args.no_pause or args.json)
+    log = note if quiet else screen.line
+    for h in used:
+        reset_baseline(lab.machine(h), lab.topology.host(h),
+                       lab.topology.dcbx)
+    log(f"lab {path} on lab {name}: {', '.join(used)} reset to the "
+        "baseline")
+
+    run = LabRun(lab.machines,
+                 guest_runner(lambda host, argv, timeout:
+                              lab.machine(host).agent.exec(
+                                  argv, timeout=timeout)),
+                 host_runner(name))
+    results, differ = [], []
+    for block in blocks:
+        if not quiet:
+            screen.line()
+            screen.prose(block.prose)
+            screen.line()
+        for step in block.steps:
+            command = run.command(block, step)
+            if not quiet:
+                screen.command(step.prompt, command)
+            if pause:
+                pause = _wait(screen)
+            outcome = run.run(block, step)
+            results.append(_as_json(block, step, command, outcome))
+            if quiet:
+                continue
+            for ln in outcome.output:
+                screen.line(ln)
+            if outcome.rc not in (0, None):
+                screen.line(f"[{outcome.rc}]")
+            if outcome.ok:
+                screen.good("  ✓ as the lab says" + "".join(
+                    f"; {{{{{k}}}}} = {v}" for k, v in
+                    sorted(outcome.captured.items())))
+            else:
+                differ.append(step.line)
+                screen.bad(f"  ✗ not what the lab says "
+                           f"({run.where(block.path, step.line)}):")
+                screen.diff(failure_text(block, step, outcome,
+                                         command).split("\n", 1)[1])
+    ok = all(r["ok"] for r in results)
+    tail = "\n".join(path.read_text().split("\n")[blocks[-1].end:]).strip()
+    if tail and not quiet:
+        screen.line()
+        screen.prose(tail)
+    if quiet:
+        print(json.dumps({"file": str(path), "lab": name, "ok": ok,
+                          "steps": results}, indent=1))
+        return 0 if ok else 1
+    screen.line()
+    summary = f"{path}: {len(results)} steps, " + (
+        "all as the lab says" if ok else
+        f"{len(differ)} not as the lab says (lines "
+        f"{', '.join(map(str, differ))})")
+    (screen.good if ok else screen.bad)(summary)
+    screen.line(f"The guests keep the lab's state to explore; `dcblab reset "
+                f"--name {name} HOST` puts a host back.")
+    return 0 if ok else 1
+
+
+def _wait(screen):
+    """Wait for Enter; 'q' quits. False once stdin has ended (the rest
+    runs without pauses)."""
+    prompt = "  [Enter: run it, q: quit] "
+    sys.stdout.write(prompt if screen.tty else "")
+    sys.stdout.flush()
+    line = sys.stdin.readline()
+    if not line:
+        screen.line("(stdin ended: the remaining steps run without pauses)")
+        return False
+    if line.strip().lower() in ("q", "quit"):
+        raise KeyboardInterrupt
+    return True
+
+
+def _as_json(block, step, command, outcome):
+    return {"line": step.line, "host": step.host, "command": command,
+            "rc": outcome.rc, "expected_rc": step.rc,
+            "output": outcome.output, "ok": outcome.ok,
+            **({} if outcome.ok else {"diff": outcome.diff})}
