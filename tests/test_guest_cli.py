@@ -266,10 +266,15 @@ def test_cp_to_and_from_a_guest_is_byte_exact(lab, tmp_path):
 def test_reset_brings_back_a_vlan_device_deleted_by_hand(lab):
     lab.h1.run(["ip", "link", "del", "eth0.100"])
     lab.h1.run(["ip", "addr", "flush", "dev", "eth0"])
-    r = _dcblab(lab, ["reset", "h1"], text=True)
+    lab.h2.run(["mkdir", "/sys/fs/cgroup/net_prio/left"])
+    r = _dcblab(lab, ["reset", "h1", "h2"], text=True)
     assert r.returncode == 0, r.stderr
-    assert "baseline made again (missing: " in r.stdout
+    assert "h1: baseline made again (missing: " in r.stdout
     assert " eth0.100, " in r.stdout
+    assert "h2: restore: removed cgroup /sys/fs/cgroup/net_prio/left" in \
+        r.stdout
+    assert r.stdout.rstrip().endswith("h2: at the topology's baseline "
+                                      "(devices eth0, eth0.100)")
     res = lab.h1.run(["ping", "-c", "2", "-W", "2",
                       lab.topology.address("h2", 100)], check=False)
     assert res.rc == 0, res.stdout

@@ -148,7 +148,7 @@ def cmd_lab(args):
         f"{', '.join(map(str, differ))})")
     (screen.good if ok else screen.bad)(summary)
     screen.line(f"The guests keep the lab's state to explore; `dcblab reset "
-                f"--name {name} HOST` puts a host back.")
+                f"--name {name} {' '.join(used)}` puts them back.")
     return 0 if ok else 1
 
 

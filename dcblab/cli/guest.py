@@ -227,11 +227,13 @@ def cmd_cp(args):
 def cmd_reset(args):
     from ..lab import Lab, baseline_devices, reset_baseline
     lab = Lab.attach(lab_name(args))
-    m, host = lab.machine(args.host), lab.topology.host(args.host)
-    for line in reset_baseline(m, host, lab.topology.dcbx):
-        say(f"{args.host}: {line}")
-    say(f"{args.host}: at the topology's baseline (devices "
-        f"{', '.join(baseline_devices(host))})")
+    # All names checked before any host is touched.
+    pairs = [(lab.machine(h), lab.topology.host(h)) for h in args.hosts]
+    for m, host in pairs:
+        for line in reset_baseline(m, host, lab.topology.dcbx):
+            say(f"{host.name}: {line}")
+        say(f"{host.name}: at the topology's baseline (devices "
+            f"{', '.join(baseline_devices(host))})")
     return 0
 
 
@@ -289,12 +291,14 @@ def add_parsers(sub):
                                  "tty: job control, Ctrl-C; detach: Ctrl-])"),
             ("console", cmd_console, "interactive serial console (detach: "
                                      "Ctrl-])"),
-            ("logs", cmd_logs, "print a guest's captured console"),
-            ("reset", cmd_reset, "put a guest back to the topology's "
-                                 "baseline")):
+            ("logs", cmd_logs, "print a guest's captured console")):
         p = named(sub.add_parser(name, help=text))
         p.add_argument("host")
         p.set_defaults(func=func)
+    p = named(sub.add_parser("reset", help="put guests back to the "
+                                           "topology's baseline"))
+    p.add_argument("hosts", nargs="+", metavar="HOST")
+    p.set_defaults(func=cmd_reset)
     p = named(sub.add_parser("cp", help="copy a file to or from a guest: "
                                         "cp SRC HOST:PATH, cp HOST:PATH DST"))
     p.add_argument("src")
