@@ -185,6 +185,17 @@ def _leak_report():
                        for name, text in texts.items() if text)
 
 
+def _fixturenames(item):
+    """The fixtures an item uses. A teaching lab's block (a sybil item,
+    not a pytest Function) has no ``fixturenames``: its closure, which
+    holds ``lab`` through ``course``, so a debug flavour's kmemleak scan
+    follows each block as it follows each test."""
+    names = getattr(item, "fixturenames", None)
+    if names is None:
+        names = item._fixtureinfo.names_closure
+    return names
+
+
 def _keep_lab():
     config = _session["config"]
     return bool(config and config.getoption("keep_lab_on_failure")
@@ -197,7 +208,7 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     problems = _splat_report()
     if call.when == "teardown" and _leaks and \
-            any(name in item.fixturenames for name in LABS):
+            any(name in _fixturenames(item) for name in LABS):
         problems = "\n\n".join(p for p in (problems, _leak_report()) if p)
     if problems and not report.failed:
         report.outcome = "failed"
