@@ -53,7 +53,10 @@ def test_parse_steps_exit_status_continuation_and_lines():
     ("```console\nh1# echo \\\nnot continued\n```\n", "t.md:3: a command "
      "line ending in \\ continues"),
     ("```console\nh1# true\n([a-) (re)\n```\n", "t.md:3: bad (re) line"),
-], ids=["unclosed", "output-first", "continuation", "bad-re"])
+    ("```console\nh1# echo \\\n> x\nok\n([a-) (re)\n```\n",
+     "t.md:5: bad (re) line"),
+], ids=["unclosed", "output-first", "continuation", "bad-re",
+        "bad-re-after-continuation"])
 def test_format_mistakes_name_file_and_line(text, error):
     with pytest.raises(LabDocError, match=re.escape(error)):
         parse(text, "t.md")

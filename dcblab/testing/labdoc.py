@@ -141,7 +141,7 @@ def _steps(path, body):
             cur["cmd"] += "\n" + raw[2:]
             cur["cont"] = raw.endswith("\\")
             continue
-        cur["out"].append(raw.rstrip())
+        cur["out"].append((n, raw.rstrip()))
     if cur:
         steps.append(_step(path, cur))
     return steps
@@ -151,20 +151,21 @@ def _step(path, cur):
     if cur["cont"]:
         raise LabDocError(f"{path}:{cur['line']}: the command's last line "
                           "ends in \\")
-    out = list(cur["out"])
-    while out and not out[-1]:
+    out = list(cur["out"])          # (line number, text)
+    while out and not out[-1][1]:
         out.pop()
     rc = 0
-    if out and _RC.match(out[-1]):
-        rc = int(_RC.match(out.pop()).group(1))
-    for k, line in enumerate(out):
+    if out and _RC.match(out[-1][1]):
+        rc = int(_RC.match(out.pop()[1]).group(1))
+    for n, line in out:
         if line.endswith(" (re)"):
             try:
                 re.compile(line[:-5])
             except re.error as e:
-                raise LabDocError(f"{path}:{cur['line'] + 1 + k}: bad (re) "
-                                  f"line: {e}") from None
-    return Step(cur["host"], cur["cmd"], tuple(out), rc, cur["line"])
+                raise LabDocError(f"{path}:{n}: bad (re) line: {e}") \
+                    from None
+    return Step(cur["host"], cur["cmd"], tuple(t for _, t in out), rc,
+                cur["line"])
 
 
 # --- matching -------------------------------------------------------------
