@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 
 from ..core.errors import UsageError
-from ..testing.labdoc import (LabRun, failure_text, guest_runner,
-                              host_runner, parse_file)
+from ..testing.labdoc import LabRun, guest_runner, host_runner, parse_file
 from .common import lab_name, named, note
 
 __all__ = ["add_parsers"]
@@ -114,7 +113,7 @@ def cmd_lab(args):
                 screen.command(step.prompt, command)
             if pause:
                 pause = _wait(screen)
-            outcome = run.run(block, step)
+            outcome = run.run(block, step, command)
             results.append(_as_json(block, step, command, outcome))
             if quiet:
                 continue
@@ -130,8 +129,7 @@ def cmd_lab(args):
                 differ.append(step.line)
                 screen.bad(f"  ✗ not what the lab says "
                            f"({run.where(block.path, step.line)}):")
-                screen.diff(failure_text(block, step, outcome,
-                                         command).split("\n", 1)[1])
+                screen.diff(outcome.diff)
     ok = all(r["ok"] for r in results)
     tail = "\n".join(path.read_text().split("\n")[blocks[-1].end:]).strip()
     if tail and not quiet:

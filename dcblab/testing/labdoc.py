@@ -329,9 +329,10 @@ class LabRun:
         return substitute(step.command, self.captures,
                           self.where(block.path, step.line))
 
-    def run(self, block, step):
+    def run(self, block, step, command):
+        """Run STEP as COMMAND (self.command(block, step), which the
+        caller has already shown or recorded)."""
         where = self.where(block.path, step.line)
-        command = self.command(block, step)
         if step.host == "host":
             rc, out = self.host(command)
         elif step.host not in self.hosts:

@@ -51,7 +51,7 @@ def _evaluate(example):
             host_runner(handle.name))
     for step in block.steps:
         command = run.command(block, step)
-        outcome = run.run(block, step)
+        outcome = run.run(block, step, command)
         if not outcome.ok:
             ns["_labdoc_failed"] = step.line
             return failure_text(block, step, outcome, command)
