@@ -4,7 +4,8 @@
 # state of pytest guests) under DIR instead of ./build.
 # FLAVOUR=debug builds and tests the debug kernel (KASAN, lockdep, kmemleak,
 # UBSAN) instead of the lab kernel; SUITE=... narrows what `make test` runs
-# (default: tests/ and the teaching labs, docs/labs/).
+# (default: tests/ and the teaching labs, docs/labs/). BACKEND=libvirt runs
+# the suite's labs as libvirt domains (default: qemu, or DCBLAB_BACKEND).
 
 BUILD ?= $(CURDIR)/build
 FLAVOUR ?= lab
@@ -18,7 +19,8 @@ DEBIAN_PACKAGES := linux-source-6.1 build-essential flex bison bc \
 	qemu-system-x86 qemu-guest-agent busybox-static iproute2 ethtool \
 	tcpdump iperf3 lldpad bash mksh util-linux ncurses-base procps git python3 \
 	python3-pytest python3-ply python3-git python3-matplotlib \
-	python3-sybil nftables
+	python3-sybil nftables \
+	libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients python3-libvirt
 
 IMAGE := $(BUILD)/initramfs.cpio
 TOOLS_OUT := $(BUILD)/tools
@@ -43,7 +45,8 @@ help:
 	@echo "  make check-series git apply --check of the series on pristine linux-source-6.1"
 	@echo "                   (kernel, checkpatch, check-series run only when their inputs"
 	@echo "                   changed since their last clean run; FORCE=1 runs them anyway)"
-	@echo "  make test        everything above, then the pytest suite (SUITE=..., FLAVOUR=debug)"
+	@echo "  make test        everything above, then the pytest suite (SUITE=..., FLAVOUR=debug,"
+	@echo "                   BACKEND=libvirt)"
 	@echo "  make labs        run the teaching labs (docs/labs/) in a lab, one line per lab"
 	@echo "  make demo        the DCB priority demo: a switch VM and three hosts, ETS shares live, build/demo/shares.png"
 	@echo "  make bench       measured figures: build time, boot times; also times the"
@@ -55,6 +58,9 @@ deps:
 	@# host's root namespace: policy-rc.d (exit 101) keeps it from starting
 	@# during the install, and it is disabled after; the lab runs it only
 	@# in the guests.
+	@# libvirt: the daemon and its QEMU driver, never libvirt-daemon-system
+	@# (it starts a system libvirtd with a NAT network and pulls systemd,
+	@# iptables and polkit); each lab runs its own daemon in its netns.
 	@# One dpkg-query for all packages (one per package took 0.8 s).
 	@missing=$$(dpkg-query -W -f='$${db:Status-Abbrev} $${Package}\n' \
 		$(DEBIAN_PACKAGES) 2>/dev/null | awk -v want="$(DEBIAN_PACKAGES)" \
@@ -104,7 +110,7 @@ check-series: deps
 	$(PY) -m dcblab.build check-series $(FORCE_ARG)
 
 # pytest's exit 5 (nothing collected) is a failure, not a pass.
-PYTEST = $(PY) -m pytest $(1); rc=$$?; \
+PYTEST = $(PY) -m pytest $(if $(BACKEND),--backend $(BACKEND)) $(1); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make $@: pytest collected no tests: failing" >&2; exit 1; fi; \
 	exit $$rc
 

@@ -96,7 +96,7 @@ def test_status_asks_the_guests_of_a_lab_another_process_owns(lab):
     assert r.returncode == 0, r.stderr
     (st,) = json.loads(r.stdout)
     assert (st["name"], st["status"], st["owner_pid"], st["backend"]) == \
-        (lab.name, "up", os.getpid(), "qemu")
+        (lab.name, "up", os.getpid(), lab.lab.backend.name)
     assert {h["host"]: h["state"] for h in st["hosts"]} == \
         {h.name: "running" for h in lab.topology.hosts}
     assert all(h["uptime_s"] > 0 and h["mem_used_kib"] > 0

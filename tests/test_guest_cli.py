@@ -192,12 +192,23 @@ class _Pty:
     def send(self, data):
         os.write(self.fd, data)
 
-    def close(self):
+    def close(self, timeout=15):
+        """The command's exit code; killed (and a failure) if it has not
+        exited within timeout, so a failed expect cannot hang the suite."""
+        deadline = time.monotonic() + timeout
         try:
-            _, status = os.waitpid(self.pid, 0)
+            while True:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+                if pid:
+                    return os.waitstatus_to_exitcode(status)
+                if time.monotonic() > deadline:
+                    os.kill(self.pid, signal.SIGKILL)
+                    os.waitpid(self.pid, 0)
+                    raise AssertionError(f"still running after {timeout}s "
+                                         f"(killed): {self.buf[-500:]!r}")
+                time.sleep(0.05)
         finally:
             os.close(self.fd)
-        return os.waitstatus_to_exitcode(status)
 
 
 @contextlib.contextmanager
@@ -242,9 +253,19 @@ def test_a_second_shell_on_the_same_host_is_refused_with_a_reason(lab):
 
 
 def test_console_has_a_shell_on_ttyS0(lab):
+    """On a libvirt lab `dcblab console` is `virsh console`, which drops
+    what was typed before it had the pty in raw mode: type until the
+    guest answers."""
     with _attached(lab, "console", "h1") as con:
-        con.send(b"tty; echo $((7*6))\r")
-        con.expect(rb"/dev/ttyS0")
+        deadline = time.monotonic() + 30
+        while True:
+            con.send(b"tty; echo $((7*6))\r")
+            try:
+                con.expect(rb"/dev/ttyS0", timeout=2)
+                break
+            except AssertionError:
+                if time.monotonic() > deadline:
+                    raise
         con.expect(rb"42")
 
 

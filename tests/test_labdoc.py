@@ -6,7 +6,6 @@ table of contents (docs/labs/README.md) names every lab with the verdict
 the lab itself states."""
 
 import json
-import os
 import re
 import subprocess
 import sys

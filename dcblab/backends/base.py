@@ -7,14 +7,18 @@ only ever sees this interface, so a new backend (libvirt) or a new kind of
 host (a switch VM) is a new class registered here, not an edit to ``Lab``.
 """
 
+import os
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.errors import DcblabError, UsageError
+from ..guest.agent import AgentError
+from ..guest.console import ConsoleTimeout
 
 __all__ = ["TapNic", "VmSpec", "VmError", "Machine", "Backend", "register",
-           "get", "names"]
+           "get", "names", "default_name", "DEFAULT"]
 
 
 class VmError(DcblabError):
@@ -58,13 +62,42 @@ class Machine(ABC):
     def start(self):
         """Start the guest without waiting for it; returns self."""
 
-    @abstractmethod
-    def wait_init(self, timeout):
+    def wait_init(self, timeout=30.0):
         """Block until init's first line: (host s since start, guest s)."""
+        try:
+            m = self.console.wait_for(
+                r"\[\s*(\d+\.\d+)\] dcblab-init: started", timeout,
+                self.alive)
+        except ConsoleTimeout as e:
+            if not self.alive():
+                raise self._died("init") from None
+            raise VmError(str(e)) from None
+        return time.monotonic() - self.t_start, float(m.group(1))
 
-    @abstractmethod
-    def wait_ready(self, timeout):
+    def wait_ready(self, timeout=60.0):
         """Block until the guest agent answers: host s since start."""
+        try:
+            self.agent.wait_ready(timeout, self.alive)
+        except AgentError as e:
+            if not self.alive():
+                raise self._died("the guest agent") from None
+            raise VmError(f"{e}\nconsole tail:\n{self.console.tail(20)}") \
+                from None
+        return time.monotonic() - self.t_start
+
+    def exit_status(self):
+        """" (rc N)" when the backend knows how its QEMU ended, else ""."""
+        return ""
+
+    def _died(self, what):
+        try:
+            log = Path(self.log_path()).read_text(errors="replace")
+        except OSError:
+            log = ""
+        return VmError(f"{self.name}: QEMU exited{self.exit_status()} "
+                       f"while waiting for {what}\n"
+                       f"{Path(self.log_path()).name}:\n{log[-2000:]}\n"
+                       f"console tail:\n{self.console.tail(20)}")
 
     @abstractmethod
     def alive(self):
@@ -106,6 +139,21 @@ class Backend(ABC):
     def accel(self, kernel, initrd) -> str:
         """The accelerator its guests use ("tcg" or "kvm")."""
 
+    def open(self, labdir, netns, tag):
+        """Before the first guest: start what the lab's guests share (the
+        libvirt backend's daemon), inside ``netns``, carrying ``tag`` (the
+        run id word) so the reaper finds it. Returns seconds taken."""
+        return 0.0
+
+    def close(self):
+        """After the last guest stopped: stop what open() started;
+        idempotent, on every path."""
+
+    def info(self):
+        """What a user needs to reach the lab through this backend (for
+        state.json, `dcblab status` and `dcblab up`)."""
+        return {}
+
 
 _REGISTRY = {}
 
@@ -120,8 +168,23 @@ def names():
     return sorted(_REGISTRY)
 
 
+DEFAULT = "qemu"
+
+
+def default_name():
+    """DCBLAB_BACKEND if set, else "qemu"; checked like --backend."""
+    name = os.environ.get("DCBLAB_BACKEND") or DEFAULT
+    if name not in _REGISTRY:
+        raise UsageError(f"DCBLAB_BACKEND={name!r}: unknown backend (known: "
+                         f"{', '.join(names())})")
+    return name
+
+
 def get(name) -> Backend:
-    """A new Backend instance by name; a one-line error for unknown names."""
+    """A new Backend instance by name (None: DCBLAB_BACKEND, else the
+    default); a one-line error for unknown names."""
+    if name is None:
+        name = default_name()
     try:
         return _REGISTRY[name]()
     except KeyError:

@@ -49,10 +49,21 @@ def tsc_cmdline():
         return ()
     return (f"tsc_early_khz={out.stdout.strip()}", "tsc=reliable")
 
-__all__ = ["QemuVm", "QemuBackend", "choose_accel", "probe_kvm", "QEMU"]
+__all__ = ["QemuVm", "QemuBackend", "choose_accel", "probe_kvm", "QEMU",
+           "kernel_cmdline"]
 
 QEMU = "qemu-system-x86_64"
 PROBE_TIMEOUT = 5.0
+
+
+def kernel_cmdline(spec):
+    """The guest kernel's command line words, the same on every backend."""
+    # dummy.numdummies=0: no stray dummy0; tests make the ones they need.
+    words = ["console=ttyS0", "loglevel=6", "panic=-1", "dummy.numdummies=0",
+             f"dcblab.host={spec.name}", *spec.cmdline]
+    if spec.accel != "kvm":
+        words += tsc_cmdline()
+    return words
 
 
 class QemuVm(Machine):
@@ -72,12 +83,7 @@ class QemuVm(Machine):
 
     def argv(self):
         s, d = self.spec, self.rundir
-        # dummy.numdummies=0: no stray dummy0; tests make the ones they need.
-        cmdline = ["console=ttyS0", "loglevel=6", "panic=-1",
-                   "dummy.numdummies=0",
-                   f"dcblab.host={s.name}", *s.cmdline]
-        if s.accel != "kvm":
-            cmdline += tsc_cmdline()
+        cmdline = kernel_cmdline(s)
         accel = "kvm" if s.accel == "kvm" else "tcg,thread=multi"
         argv = [QEMU, "-name", s.name, "-nodefaults", "-no-user-config",
                 "-display", "none", "-no-reboot", "-machine", "pc",
@@ -156,40 +162,8 @@ class QemuVm(Machine):
     def log_path(self):
         return self.rundir / "qemu.log"
 
-    def qemu_log(self):
-        try:
-            return self.log_path().read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def _died(self, what):
-        rc = self.proc.returncode if self.proc else "?"
-        return VmError(f"{self.name}: QEMU exited (rc {rc}) "
-                       f"while waiting for {what}\nqemu.log:\n"
-                       f"{self.qemu_log()[-2000:]}\nconsole tail:\n"
-                       f"{self.console.tail(20)}")
-
-    def wait_init(self, timeout=30.0):
-        """Wait for init's first line; returns (host s since start, guest s)."""
-        try:
-            m = self.console.wait_for(
-                r"\[\s*(\d+\.\d+)\] dcblab-init: started", timeout, self.alive)
-        except ConsoleTimeout as e:
-            if not self.alive():
-                raise self._died("init") from None
-            raise VmError(str(e)) from None
-        return time.monotonic() - self.t_start, float(m.group(1))
-
-    def wait_ready(self, timeout=60.0):
-        """Wait for the guest agent; returns host seconds since start."""
-        try:
-            self.agent.wait_ready(timeout, self.alive)
-        except AgentError as e:
-            if not self.alive():
-                raise self._died("the guest agent") from None
-            raise VmError(f"{e}\nconsole tail:\n{self.console.tail(20)}") \
-                from None
-        return time.monotonic() - self.t_start
+    def exit_status(self):
+        return f" (rc {self.proc.returncode if self.proc else '?'})"
 
     def wait_exit(self, timeout):
         if self.proc is not None:

@@ -143,6 +143,90 @@ def _cycles(topo, args, accel):
 
 # --- the two-cgroup rate per vCPU count --------------------------------------
 
+def _backend_cycle(topo, backend, accel, execs):
+    """One two-hosts lab on BACKEND: up -> ready, exec round trips, the
+    destroy of one guest (libvirt) and down; seconds."""
+    lab = Lab(topo, f"bench-{backend[:4]}-{os.getpid() % 10000}",
+              backend=backend)
+    fig = {}
+    try:
+        t = lab.up(owner_pid=os.getpid(), accel=accel)
+        fig["up"], fig["open"] = t["total"], t.get("backend_open", 0.0)
+        h1 = LabHandle(lab).h1
+        times = []
+        for _ in range(execs):
+            t0 = time.monotonic()
+            h1.run(["true"])
+            times.append(time.monotonic() - t0)
+        fig["exec"] = statistics.median(times)
+        fig["rss"] = max(proc.rss_kib(m.pid) for m in lab.machines.values())
+        uri = lab.state.get("backend_info", {}).get("uri")
+        if uri:
+            fig["daemon_rss"] = proc.rss_kib(
+                lab.state["backend_info"]["daemon_pid"])
+            import libvirt
+            conn = libvirt.open(uri)
+            try:
+                dom = conn.lookupByName(topo.hosts[-1].name)
+                t0 = time.monotonic()
+                dom.destroy()
+                fig["destroy"] = time.monotonic() - t0
+            finally:
+                conn.close()
+    finally:
+        t0 = time.monotonic()
+        lab.down()
+        fig["down"] = time.monotonic() - t0
+    left = leftovers(lab.name, lab.run_id)
+    if left:
+        raise BenchError(f"{backend} lab left {', '.join(left)}")
+    return fig
+
+
+def _backend_rows(topo, args, accel):
+    """The qemu and libvirt backends side by side: cycles alternate, so
+    both see the same machine."""
+    med = statistics.median
+    figs = {"qemu": [], "libvirt": []}
+    for i in range(args.backend_cycles):
+        for backend in figs:
+            say(f"bench: {backend} backend up/down {i + 1}/"
+                f"{args.backend_cycles}")
+            figs[backend].append(_backend_cycle(topo, backend, accel,
+                                                args.backend_execs))
+
+    def m(backend, key):
+        return med(f[key] for f in figs[backend])
+    n = args.backend_cycles
+    q_up, l_up = m("qemu", "up"), m("libvirt", "up")
+    q_ex, l_ex = m("qemu", "exec"), m("libvirt", "exec")
+    q_dn, l_dn = m("qemu", "down"), m("libvirt", "down")
+    return [
+        ("qemu backend: up -> all ready", f"{q_up:.2f} s",
+         f"two-hosts, median of {n}, alternating with libvirt"),
+        ("libvirt backend: up -> all ready", f"{l_up:.2f} s",
+         f"median of {n}; {l_up / q_up:.2f}x the qemu backend"),
+        ("  of which libvirtd start", f"{m('libvirt', 'open'):.2f} s",
+         "daemon in the lab's netns until its socket answers"),
+        ("qemu backend: exec round trip", f"{q_ex * 1000:.1f} ms",
+         f"median over {n} labs of the median of {args.backend_execs} "
+         "`true` through the keeper"),
+        ("libvirt backend: exec round trip", f"{l_ex * 1000:.1f} ms",
+         f"same; {l_ex / q_ex:.2f}x (virDomainQemuAgentCommand)"),
+        ("libvirt: destroy one domain", f"{m('libvirt', 'destroy'):.2f} s",
+         f"virDomainDestroy of {topo.hosts[-1].name}, median of {n}"),
+        ("qemu backend: down", f"{q_dn:.2f} s",
+         "guests stopped, netns and run dir removed"),
+        ("libvirt backend: down", f"{l_dn:.2f} s",
+         f"{l_dn / q_dn:.2f}x: domains destroyed, libvirtd stopped, netns "
+         "and run dir removed"),
+        ("QEMU RSS, qemu / libvirt", f"{m('qemu', 'rss') // 1024}/"
+         f"{m('libvirt', 'rss') // 1024} MiB", "max over the two guests"),
+        ("libvirtd RSS", f"{m('libvirt', 'daemon_rss') // 1024} MiB",
+         "the lab's private daemon, with two domains"),
+    ]
+
+
 def topology_with_cpus(text, cpus, path="topology"):
     """TOML text of a topology with each host's ``cpus`` set from cpus
     ({host: n}): the key is replaced (or added) in the host's own table,
@@ -434,6 +518,8 @@ def bench(args):
     topo = load(paths.default_topology())
     if args.cycles:
         rows += _cycles(topo, args, accel)
+    if args.backend_cycles:
+        rows += _backend_rows(topo, args, accel)
     if args.rate_runs:
         rows += _rate_rows(topo, args, accel)
     if args.dcbx_runs:
@@ -467,6 +553,11 @@ def add_parsers(sub):
     p.add_argument("--cli-execs", type=int, default=20,
                    help="`dcblab exec` runs from a shell to time (default "
                         "20)")
+    p.add_argument("--backend-cycles", type=int, default=5,
+                   help="up/down cycles on each backend, qemu and libvirt "
+                        "in turn (default 5; 0 skips)")
+    p.add_argument("--backend-execs", type=int, default=50,
+                   help="exec round trips per backend cycle (default 50)")
     p.add_argument("--frames", type=int, default=100_000,
                    help="frames of each classification run (default 10^5)")
     p.add_argument("--vcpus", nargs="+", default=["1", "2"], metavar="N[,N]",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..core.cmd import CmdError
 from ..core.errors import UsageError
-from ..lab import LabError, attach_guest
+from ..lab import LabError, attach_guest, read_state
 from .common import lab_name, named, note, say
 
 __all__ = ["add_parsers", "SHELL_TTY"]
@@ -133,6 +133,16 @@ def _relay(sock, on_winch=None):
 
 def cmd_console(args):
     m = _guest(args)
+    uri = read_state(lab_name(args)).get("backend_info", {}).get("uri")
+    if uri:
+        # A libvirt lab: its serial is a pty only libvirt can hand out.
+        note(f"{args.host}'s serial console through `virsh -c '{uri}' "
+             "console`; detach with Ctrl-]")
+        try:
+            os.execvp("virsh", ["virsh", "-c", uri, "console", args.host])
+        except OSError as e:
+            raise LabError(f"virsh: {e.strerror} (Debian package "
+                           "libvirt-clients: `make deps`)") from None
     sock = _connect(m.rundir / "console.sock", f"{args.host}'s console")
     note(f"connected to {args.host}'s serial console (kernel messages and a "
          "shell); detach with Ctrl-]")

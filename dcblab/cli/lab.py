@@ -26,12 +26,18 @@ def cmd_up(args):
         f"({len(topo.hosts)} host{'s' if len(topo.hosts) != 1 else ''}, "
         f"{links} link{'s' if links != 1 else ''})")
     timings = lab.up(owner_pid=None, progress=log)
+    info = lab.state.get("backend_info", {})
     if args.json:
         print(json.dumps({"name": lab.name, "run_id": lab.run_id,
+                          "backend": lab.backend.name, **info,
                           "timings": timings}))
     log(f"dcblab up: lab {lab.name} ready in {timings['total']:.2f}s; "
         f"`dcblab shell --name {lab.name} h1`, "
         f"`dcblab down --name {lab.name}`")
+    if "uri" in info and not args.json:
+        # For the user's shell: virsh list, dumpxml h1, console h1.
+        log("dcblab up: virsh reaches this lab's libvirtd with:")
+        print(f"export LIBVIRT_DEFAULT_URI='{info['uri']}'", flush=True)
     return 0
 
 
@@ -78,6 +84,7 @@ def _lab_status(name, quick):
             "keeper_pid": keeper if kept else None,
             "owner_pid": owner, "source": state.get("source"),
             "backend": lab.backend.name, "flavour": lab.flavour.name,
+            **state.get("backend_info", {}),
             "netns": lab.wire.netns, "hosts": hosts, "links": links}
 
 
@@ -96,6 +103,9 @@ def cmd_status(args):
             f"keeper pid {lab['keeper_pid'] or '-'}{owner}, netns "
             f"{lab['netns']}, {lab['backend']} backend, {lab['flavour']} "
             "kernel)")
+        if lab.get("uri"):
+            say(f"  libvirtd pid {lab['daemon_pid']}: virsh -c "
+                f"'{lab['uri']}' list")
         if lab["keeper_pid"] is None:
             say("  its keeper died: `dcblab reap` removes what it left")
         say(f"  {'host':<6} {'pid':>7} {'state':<10} {'vCPUs':>5} "
@@ -111,7 +121,10 @@ def cmd_status(args):
                 f"{lk['queues']} queue{'s' if lk['queues'] != 1 else ''}")
         for h in lab["hosts"]:
             if h["state"] == "gone":
-                say(f"  {h['host']} is gone (QEMU rc {h.get('rc')}): "
+                rc = h.get("rc")
+                # libvirt daemonises QEMU: its exit status is not ours.
+                rc = "unknown" if rc is None else rc
+                say(f"  {h['host']} is gone (QEMU rc {rc}): "
                     f"{h['log']}; `dcblab restart --name {lab['name']} "
                     f"{h['host']}` starts it again; its console's last "
                     "lines:")
@@ -147,9 +160,11 @@ def add_parsers(sub):
     p.add_argument("topology", nargs="?", default=str(paths.default_topology()),
                    help="topology file (default: topology/two-hosts.toml)")
     p.add_argument("--name", help="lab name (default: the topology's name)")
-    p.add_argument("--backend", default=DEFAULT_BACKEND,
-                   choices=backend_names(),
-                   help=f"how guests run (default {DEFAULT_BACKEND})")
+    p.add_argument("--backend", choices=backend_names(),
+                   help=f"how guests run: qemu (QEMU run directly) or "
+                        "libvirt (domains of a private libvirtd in the lab's "
+                        f"netns); default: DCBLAB_BACKEND, else "
+                        f"{DEFAULT_BACKEND}")
     p.add_argument("-j", "--json", action="store_true",
                    help="JSON timings on stdout (progress on stderr)")
     p.set_defaults(func=cmd_up)

@@ -20,6 +20,7 @@ _GROUPS = {
     "plot": ("plot",),
     "top": ("top",),
     "course": ("lab",),
+    "export": ("export",),
 }
 
 
@@ -27,7 +28,11 @@ def parser(command=None):
     """The argument parser; with COMMAND, only its group's commands."""
     ap = argparse.ArgumentParser(
         prog="dcblab",
-        description="A QEMU lab for DCB priorities and the network cgroups.")
+        description="A QEMU lab for DCB priorities and the network cgroups.",
+        epilog="Guests run under QEMU directly, or as libvirt domains with "
+               "`up --backend libvirt` (DCBLAB_BACKEND=libvirt): then `up` "
+               "prints the LIBVIRT_DEFAULT_URI for virsh. docs/lab.md, "
+               "docs/libvirt.md.")
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     groups = [g for g, cmds in _GROUPS.items() if command in cmds] or \
         list(_GROUPS)

@@ -72,6 +72,28 @@ class Commands:
     def close(self):
         """Drop the channel; the next call opens a new one."""
 
+    def ping(self, timeout):
+        """One readiness probe; AgentError if the agent did not answer."""
+        raise NotImplementedError
+
+    def wait_ready(self, timeout, alive=None):
+        """Block until the agent answers a ping; bounded by ``timeout``."""
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            if alive is not None and not alive():
+                raise AgentError(f"{self.name}: QEMU exited before the agent "
+                                 f"answered ({last})")
+            try:
+                self.ping(min(0.5, max(0.05, deadline - time.monotonic())))
+                return
+            except AgentError as e:
+                last = e
+                self.close()
+                time.sleep(0.02)
+        raise AgentTimeout(f"{self.name}: qemu-guest-agent did not answer "
+                           f"within {timeout}s (last: {last})")
+
     # --- commands ----------------------------------------------------------
 
     def spawn(self, argv, *, input=None, env=None, timeout=30.0):
@@ -363,24 +385,9 @@ class Agent(Commands):
                              f"{err.get('class')}: {err.get('desc')}")
         return reply.get("return")
 
-    def wait_ready(self, timeout, alive=None):
-        """Block until the agent answers a sync; bounded by ``timeout``."""
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            if alive is not None and not alive():
-                raise AgentError(f"{self.name}: QEMU exited before the agent "
-                                 f"answered ({last})")
-            try:
-                if self.sync(timeout=min(0.5, max(0.05,
-                                                  deadline - time.monotonic()))):
-                    return
-            except AgentError as e:
-                last = e
-                self.close()
-                time.sleep(0.02)
-        raise AgentTimeout(f"{self.name}: qemu-guest-agent did not answer "
-                           f"guest-sync within {timeout}s (last: {last})")
+    def ping(self, timeout):
+        """One readiness probe: guest-sync on our own socket."""
+        self.sync(timeout=timeout)
 
     def shutdown(self):
         """Ask the guest to power off; the agent does not answer this one."""

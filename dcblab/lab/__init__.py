@@ -11,6 +11,7 @@ __all__, __getattr__, __dir__ = surface(__name__, {
     "client": ("KeeperAgent", "LabMachine", "attach_guest"),
     "dcbx": ("LLDPAD_LOG", "lldpad_pid", "start_lldpad", "stop_lldpad",
              "DCBAPP_LOG", "dcbapp_pid", "start_dcbapp", "stop_dcbapp"),
+    "keeper": ("host_spec",),
     "lab": ("Lab",),
     "reaper": ("leftovers", "reap", "run_pids", "run_tag", "teardown"),
     "runs": ("LabError", "check_name", "keeper_alive", "lab_dir", "list_labs",

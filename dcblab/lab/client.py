@@ -124,6 +124,7 @@ class LabMachine:
         self.name = name
         self.rundir = Path(entry["rundir"])
         self.pid = entry["pid"]
+        self._log = Path(entry.get("log") or self.rundir / "qemu.log")
         self.console = Console(self.rundir / "console.log", name)
         self.agent = KeeperAgent(lab, name)
 
@@ -140,7 +141,8 @@ class LabMachine:
             proc.running(self.pid)
 
     def log_path(self):
-        return self.rundir / "qemu.log"
+        """The emulator's log, as the backend named it (state.json)."""
+        return self._log
 
     def run(self, argv, **kw):
         return self.agent.run(argv, **kw)

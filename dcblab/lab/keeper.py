@@ -56,7 +56,7 @@ from .reaper import run_pids, run_tag, teardown
 from .runs import (SOCKET, TOPOLOGY, LabError, lab_dir, read_state,
                    write_state)
 
-__all__ = ["main"]
+__all__ = ["main", "host_spec"]
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 
@@ -65,6 +65,25 @@ def _prctl(option, value):
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(option, value, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), f"prctl({option})")
+
+
+def _rc(rc):
+    """A QEMU's exit status for messages; unknown when the backend's
+    daemon (libvirt) started it and its parent reaped it."""
+    return "unknown" if rc is None else rc
+
+
+def host_spec(the_wire, host, the_flavour, accel, cmdline=()):
+    """The VmSpec of one host of a lab (the_wire names its taps, MACs and
+    netns); also what `dcblab export --libvirt` turns into domain XML."""
+    nics = tuple(backends.TapNic(n.name, wire.Wire.tap(n),
+                                 the_wire.mac(n), n.queues)
+                 for n in host.nics)
+    return backends.VmSpec(
+        host.name, paths.bzimage(the_flavour.name), paths.initramfs(),
+        memory_mib=max(host.memory_mib, the_flavour.min_memory_mib),
+        cpus=host.cpus, accel=accel, nics=nics, netns=the_wire.netns,
+        cmdline=tuple(cmdline))
 
 
 class Keeper:
@@ -107,19 +126,14 @@ class Keeper:
                 "guard_pid": os.getppid(),
                 "owner_pid": self.owner_pid, "owner_start": self.owner_start,
                 "created": time.time(), "hosts": self.hosts,
-                "netns": self.wire.netns})
+                "netns": self.wire.netns,
+                "backend_info": self.backend.info()})
 
     # --- bring-up ---------------------------------------------------------------
 
     def spec(self, host):
-        nics = tuple(backends.TapNic(n.name, wire.Wire.tap(n),
-                                     self.wire.mac(n), n.queues)
-                     for n in host.nics)
-        return backends.VmSpec(
-            host.name, paths.bzimage(self.flavour.name), paths.initramfs(),
-            memory_mib=max(host.memory_mib, self.flavour.min_memory_mib),
-            cpus=host.cpus, accel=self.accel, nics=nics,
-            netns=self.wire.netns, cmdline=(run_tag(self.run_id),))
+        return host_spec(self.wire, host, self.flavour, self.accel,
+                         (run_tag(self.run_id),))
 
     def start_host(self, host):
         m = self.backend.machine(self.spec(host), self.dir / host.name)
@@ -187,6 +201,12 @@ class Keeper:
         links = len(self.topology.links)
         say(f"wire: netns {self.wire.netns}, {links} "
             f"link{'s' if links != 1 else ''} ({time.monotonic() - t0:.2f}s)")
+        t_open = self.backend.open(self.dir, self.wire.netns,
+                                   run_tag(self.run_id))
+        if self.backend.info():
+            self.write()
+            say(f"{self.backend.name}: {self.backend.info().get('uri', '')} "
+                f"({t_open:.2f}s)")
         for host in self.topology.hosts:
             self.start_host(host)
         self.write()
@@ -209,6 +229,7 @@ class Keeper:
             for sw in self.topology.switches:
                 self.dcbx_setup(sw)
         timings["total"] = time.monotonic() - t0
+        timings["backend_open"] = t_open
         for h in self.topology.hosts:
             t = timings[h.name]
             lldpad = f", lldpad {t['lldpad']:.2f}s" if "lldpad" in t else ""
@@ -224,6 +245,7 @@ class Keeper:
         self.status = "stopping"
         for m in self.machines.values():
             m.stop()
+        self.backend.close()
         proc.kill(run_pids(self.run_id))
         self.wire.down()
         teardown(self.run_id, None, self.dir)
@@ -247,7 +269,8 @@ class Keeper:
                     entry["state"] = "gone"
                     entry["rc"] = m.proc.returncode if m.proc else None
                     entry["died"] = time.time()
-                    print(f"keeper: {name}: QEMU exited (rc {entry['rc']})",
+                    print(f"keeper: {name}: QEMU exited (rc "
+                          f"{_rc(entry['rc'])})",
                           flush=True)
                     changed = True
             if changed:
@@ -361,7 +384,7 @@ class Keeper:
     def _not_running(self, name, state):
         if state == "gone":
             return (f"host {name} is gone (QEMU exited, rc "
-                    f"{self.hosts[name].get('rc')}): see "
+                    f"{_rc(self.hosts[name].get('rc'))}): see "
                     f"{self.hosts[name]['log']}; `dcblab restart {name}` "
                     "starts it again")
         return f"host {name} is {state or 'not started'}"
@@ -458,7 +481,8 @@ def _guard(args):
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python3 -m dcblab.lab.keeper")
     ap.add_argument("name")
-    ap.add_argument("--backend", default=backends.DEFAULT)
+    ap.add_argument("--backend", default=backends.DEFAULT,
+                    choices=backends.names())
     ap.add_argument("--flavour")
     ap.add_argument("--owner", type=int)
     ap.add_argument("--accel")

@@ -41,7 +41,7 @@ class Lab:
         self.topology = topology
         self.name = check_name(topology.name if name is None else name)
         self.dir = lab_dir(self.name)
-        self.backend = backends.get(backend or backends.DEFAULT)
+        self.backend = backends.get(backend)
         self.flavour = flavour(flavour_name)
         self.run_id = None
         self.wire = None

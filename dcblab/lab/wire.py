@@ -86,26 +86,35 @@ class Wire:
             for key in ("all", "default"):
                 run(["ip", "netns", "exec", self.netns, "sysctl", "-q", "-w",
                      f"net.ipv6.conf.{key}.disable_ipv6=1"])
-            for link in self.topology.links:
-                for nic in (link.a, link.b):
-                    mq = ["multi_queue"] if link.queues > 1 else []
-                    self._ip("tuntap", "add", "dev", self.tap(nic), "mode",
-                             "tap", *mq)
-                    # A deep queue toward each guest: a burst from one
-                    # guest must wait for the other's vCPU, not be dropped.
-                    self._ip("link", "set", self.tap(nic), "txqueuelen",
-                             "10000", "up")
-                for src, dst in ((link.a, link.b), (link.b, link.a)):
-                    run(["tc", "-n", self.netns, "qdisc", "add", "dev",
-                         self.tap(src), "ingress"])
-                    run(["tc", "-n", self.netns, "filter", "add", "dev",
-                         self.tap(src), "parent", "ffff:", "protocol", "all",
-                         "prio", "1", "u32", "match", "u32", "0", "0",
-                         "action", "mirred", "egress", "redirect", "dev",
-                         self.tap(dst)])
+            for argv in self.link_commands(("-n", self.netns)):
+                run(argv)
         except BaseException:
             self.down()
             raise
+
+    def link_commands(self, ns=()):
+        """The ip and tc commands that make every link's taps and join
+        them (``ns``: e.g. ("-n", NETNS)); also what `dcblab export
+        --libvirt` writes to wire.sh."""
+        cmds = []
+        for link in self.topology.links:
+            for nic in (link.a, link.b):
+                mq = ["multi_queue"] if link.queues > 1 else []
+                cmds.append(["ip", *ns, "tuntap", "add", "dev", self.tap(nic),
+                             "mode", "tap", *mq])
+                # A deep queue toward each guest: a burst from one guest
+                # must wait for the other's vCPU, not be dropped.
+                cmds.append(["ip", *ns, "link", "set", self.tap(nic),
+                             "txqueuelen", "10000", "up"])
+            for src, dst in ((link.a, link.b), (link.b, link.a)):
+                cmds.append(["tc", *ns, "qdisc", "add", "dev", self.tap(src),
+                             "ingress"])
+                cmds.append(["tc", *ns, "filter", "add", "dev", self.tap(src),
+                             "parent", "ffff:", "protocol", "all", "prio",
+                             "1", "u32", "match", "u32", "0", "0", "action",
+                             "mirred", "egress", "redirect", "dev",
+                             self.tap(dst)])
+        return cmds
 
     def down(self):
         """Remove the namespace; its taps go with it. Idempotent."""

@@ -34,6 +34,7 @@ from pathlib import Path
 import pytest
 
 from ..core import paths
+from .. import backends
 from ..core.errors import DcblabError
 from ..core.flavours import flavour
 from ..lab import Lab, reap
@@ -62,6 +63,16 @@ def pytest_addoption(parser):
     group.addoption("--artefacts", metavar="DIR",
                     help="put failed tests' artefact folders under DIR "
                          "(default: BUILD/artefacts)")
+    group.addoption("--backend", choices=backends.names(),
+                    help="how the session's labs run their guests (default: "
+                         "DCBLAB_BACKEND, else qemu)")
+
+
+def backend_name(config=None):
+    """The session's backend: --backend, else DCBLAB_BACKEND, else qemu."""
+    config = config or _session["config"]
+    chosen = config.getoption("backend") if config else None
+    return chosen or backends.default_name()
 
 
 def pytest_configure(config):
@@ -69,6 +80,9 @@ def pytest_configure(config):
     # A bad FLAVOUR is the user's mistake: one line, not an INTERNALERROR.
     try:
         flavour()
+        # Labs the tests start themselves (`dcblab up` in a subprocess)
+        # use the session's backend too.
+        os.environ["DCBLAB_BACKEND"] = backend_name(config)
     except DcblabError as e:
         pytest.exit(f"dcblab: {e}", returncode=2)
 
@@ -76,7 +90,8 @@ def pytest_configure(config):
 def pytest_report_header(config):
     f = flavour()
     return [f"dcblab: kernel flavour {f.name} ({paths.bzimage(f.name)}), "
-            f"kmemleak scans {'on' if f.kmemleak else 'off'}"]
+            f"kmemleak scans {'on' if f.kmemleak else 'off'}, "
+            f"{backend_name(config)} backend"]
 
 
 def _lab_up(topology, name, prefix=""):
@@ -89,7 +104,7 @@ def _lab_up(topology, name, prefix=""):
         pytest.exit(str(e), returncode=2)
     # Leftovers of runs whose owner died (a killed pytest): by run id only.
     reap(say=lambda msg: None)
-    the_lab = Lab(load(topology), name=name)
+    the_lab = Lab(load(topology), name=name, backend=backend_name())
     leaks = []
     try:
         the_lab.up(owner_pid=os.getpid())

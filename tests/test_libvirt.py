@@ -1,0 +1,300 @@
+"""The libvirt backend: a lab's guests as domains of a private libvirtd
+started in the lab's netns and a private mount namespace.
+
+These tests start their own libvirt labs whatever the session's backend
+is (the rest of the suite runs on libvirt with `--backend libvirt` or
+DCBLAB_BACKEND=libvirt): `virsh` sees exactly the lab's hosts, the XML
+has the lab's taps unmanaged with their queue count, the daemon and its
+QEMUs live in the lab's netns, guest commands behave as on the qemu
+backend, and neither `down` nor a killed keeper plus `dcblab reap` leaves
+anything behind: no process, netns, mount, or file outside the run
+directory.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from dcblab.backends import QemuVm, VmSpec, TapNic, domain_xml
+from dcblab.core import proc
+from dcblab.core.paths import ROOT, default_topology
+from dcblab.lab import Wire, leftovers, run_pids, run_root
+from dcblab.topology import load
+
+DCBLAB = [sys.executable, str(ROOT / "bin" / "dcblab")]
+# What a lab may change outside its run directory: nothing. Names only
+# (log files may grow); of /run/dcblab, the other labs' names only.
+WATCHED = ("/etc", "/run", "/var/lib", "/var/cache", "/var/log", "/var/tmp")
+
+
+def _dcblab(args, timeout=180, **kw):
+    return subprocess.run(DCBLAB + args, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL, **kw)
+
+
+def _virsh(uri, *args):
+    r = subprocess.run(["virsh", "-c", uri, *args], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def _snapshot(lab):
+    """Paths under WATCHED (but not the lab's own run dir), the host's
+    mount table, network namespaces, root-netns links, libvirtd and QEMU
+    processes."""
+    names = set()
+    labs = str(run_root())
+    for top in WATCHED:
+        for d, dirs, files in os.walk(top):
+            if d == labs:
+                # Other labs (the session's) change inside: their names
+                # only; and ours is gone after down.
+                dirs[:] = [x for x in dirs if x != lab]
+                names.update(os.path.join(d, f) for f in dirs + files)
+                dirs[:] = []
+                continue
+            names.update(os.path.join(d, f) for f in dirs + files)
+    mounts = {" ".join(line.split()[3:5]) for line in
+              Path("/proc/self/mountinfo").read_text().splitlines()}
+    netns = set(subprocess.run(["ip", "netns", "list"], capture_output=True,
+                               text=True).stdout.split())
+    links = set(re.findall(r"^\d+: (\S+?)[:@]", subprocess.run(
+        ["ip", "-o", "link"], capture_output=True, text=True).stdout, re.M))
+    daemons = {p for p in proc.pids_with_tag("libvirtd") if
+               proc.running(p)}
+    return {"paths": names, "mounts": mounts, "netns": netns,
+            "links": links, "libvirtd": daemons}
+
+
+def _diff(before, after):
+    return {k: {"added": sorted(after[k] - before[k])[:20],
+                "removed": sorted(before[k] - after[k])[:20]}
+            for k in before if before[k] != after[k]}
+
+
+def _netns_inode(pid):
+    return os.stat(f"/proc/{pid}/ns/net").st_ino
+
+
+def _state(name):
+    return json.loads((run_root() / name / "state.json").read_text())
+
+
+@pytest.fixture
+def name(request):
+    n = f"lv{os.getpid() % 100000}-{request.node.name[5:10]}".lower()
+    n = "".join(c if c.isalnum() or c == "-" else "-" for c in n)[:16]
+    yield n
+    if (run_root() / n / "state.json").exists():
+        _dcblab(["down", "--name", n])
+        _dcblab(["reap"])
+
+
+# --- the domain XML (no guest) ------------------------------------------------
+
+def _spec(queues=8, cpus=2, accel="tcg"):
+    return VmSpec("h1", Path("/k/bzImage"), Path("/k/initramfs.cpio"),
+                  memory_mib=160, cpus=cpus, accel=accel,
+                  nics=(TapNic("eth0", "h1-eth0", "02:dc:00:00:00:00",
+                               queues),),
+                  cmdline=("dcblab.run=0123456789ab",))
+
+
+@pytest.mark.parametrize("accel,dtype", [("tcg", "qemu"), ("kvm", "kvm")])
+def test_domain_xml_is_the_qemu_backends_guest(tmp_path, accel, dtype):
+    """Same kernel, initrd and command line words as the qemu backend's
+    argv; the tap unmanaged with its queues, no ROM; one socket per vCPU;
+    the agent channel; no USB, no balloon; valid by libvirt's schema."""
+    spec = _spec(accel=accel)
+    xml = domain_xml(spec, tmp_path)
+    (tmp_path / "h1.xml").write_text(xml)
+    r = subprocess.run(["virt-xml-validate", str(tmp_path / "h1.xml"),
+                        "domain"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    dom = ET.fromstring(xml)
+    assert dom.get("type") == dtype
+    argv = QemuVm(spec, tmp_path / "q").argv()
+    assert dom.findtext("os/kernel") == argv[argv.index("-kernel") + 1]
+    assert dom.findtext("os/initrd") == argv[argv.index("-initrd") + 1]
+    assert dom.findtext("os/cmdline") == argv[argv.index("-append") + 1]
+    (nic,) = dom.findall("devices/interface")
+    assert nic.get("type") == "ethernet"
+    assert nic.find("target").attrib == {"dev": "h1-eth0", "managed": "no"}
+    assert nic.find("driver").get("queues") == "8"
+    assert nic.find("model").get("type") == "virtio"
+    assert nic.find("rom").get("enabled") == "no"
+    assert nic.find("mac").get("address") == "02:dc:00:00:00:00"
+    assert dom.find("cpu/topology").get("sockets") == "2"
+    assert dom.find("devices/serial").get("type") == "pty"
+    assert dom.find("devices/serial/log").attrib == {
+        "file": str(tmp_path / "console.log"), "append": "off"}
+    (chan,) = dom.findall("devices/channel")
+    assert chan.find("target").get("name") == "org.qemu.guest_agent.0"
+    assert dom.find("devices/controller[@type='usb']").get("model") == "none"
+    assert dom.find("devices/memballoon").get("model") == "none"
+    assert dom.find("devices/rng/backend").text == "/dev/urandom"
+
+
+def test_single_queue_nic_has_no_queues_attribute(tmp_path):
+    nic = ET.fromstring(domain_xml(_spec(queues=1), tmp_path)).find(
+        "devices/interface")
+    assert "queues" not in nic.find("driver").attrib
+
+
+def test_export_writes_valid_domains_and_the_wire(tmp_path):
+    out = tmp_path / "out"
+    r = _dcblab(["export", "--libvirt", "-o", str(out)])
+    assert r.returncode == 0, r.stderr
+    topo = load(default_topology())
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["README", "wire.sh"] + [f"{h.name}.xml" for h in topo.hosts] +
+        [h.name for h in topo.hosts])
+    for h in topo.hosts:
+        v = subprocess.run(["virt-xml-validate", str(out / f"{h.name}.xml"),
+                            "domain"], capture_output=True, text=True)
+        assert v.returncode == 0, v.stdout + v.stderr
+        dom = ET.fromstring((out / f"{h.name}.xml").read_text())
+        assert [i.find("target").get("dev")
+                for i in dom.findall("devices/interface")] == \
+            [Wire.tap(n) for n in h.nics]
+        assert "dcblab.run=" not in dom.findtext("os/cmdline")
+    wire = Wire(topo, topo.name, "x")
+    lines = [x for x in (out / "wire.sh").read_text().splitlines()
+             if x and not x.startswith("#") and x != "set -e"]
+    assert lines == [" ".join(c) for c in wire.link_commands()]
+    # A second export into the same folder: refused, one line, exit 2.
+    r = _dcblab(["export", "--libvirt", "-o", str(out)])
+    assert r.returncode == 2
+    assert r.stderr == f"dcblab: {out}: not empty (export writes a fresh " \
+                       "folder)\n"
+
+
+# --- a libvirt lab ----------------------------------------------------------------
+
+def test_libvirt_lab_seen_by_virsh_and_gone_after_down(name):
+    """up: virsh on the printed URI lists exactly the hosts, running; the
+    XML has the taps unmanaged with the link's queues; the daemon and the
+    QEMUs run in the lab's netns, in a mount namespace of their own;
+    commands behave as on the qemu backend. down: nothing left."""
+    before = _snapshot(name)
+    r = _dcblab(["up", "--backend", "libvirt", "--name", name])
+    assert r.returncode == 0, r.stderr
+    st = _state(name)
+    assert st["backend"] == "libvirt"
+    uri = st["backend_info"]["uri"]
+    assert f"export LIBVIRT_DEFAULT_URI='{uri}'" in r.stdout.splitlines()
+    assert uri == f"qemu:///system?socket={run_root() / name}" \
+                  "/libvirt/run/libvirt-sock"
+    topo = load(default_topology())
+    hosts = sorted(h.name for h in topo.hosts)
+    assert sorted(_virsh(uri, "list", "--all", "--name").split()) == hosts
+    assert sorted(_virsh(uri, "list", "--state-running",
+                         "--name").split()) == hosts
+    for h in topo.hosts:
+        dom = ET.fromstring(_virsh(uri, "dumpxml", h.name))
+        nics = {i.find("target").get("dev"): i for i in
+                dom.findall("devices/interface")}
+        for n in h.nics:
+            i = nics[Wire.tap(n)]
+            assert i.find("target").get("managed") == "no"
+            assert int(i.find("driver").get("queues", 1)) == n.queues
+    # Where the daemon and its QEMUs run.
+    ns = os.stat(f"/run/netns/dcblab-{name}").st_ino
+    daemon = st["backend_info"]["daemon_pid"]
+    qemus = [e["pid"] for e in st["hosts"].values()]
+    tagged = set(run_pids(st["run_id"]))
+    for pid in [daemon] + qemus:
+        assert _netns_inode(pid) == ns
+        assert os.stat(f"/proc/{pid}/ns/mnt").st_ino != \
+            os.stat("/proc/self/ns/mnt").st_ino
+        assert pid in tagged  # the reaper finds it by run id
+    assert subprocess.run(["ip", "link", "show", "h1-eth0"],
+                          capture_output=True).returncode != 0
+    # Guest commands: output, exit code and timeout as on the qemu backend.
+    r = _dcblab(["exec", "--name", name, "h1", "--", "sh", "-c",
+                 "echo out; echo err >&2; exit 3"])
+    assert (r.returncode, r.stdout, r.stderr) == (3, "out\n", "err\n")
+    t0 = time.monotonic()
+    r = _dcblab(["exec", "--name", name, "--timeout", "2", "h1", "--",
+                 "sleep", "30"])
+    # As `timeout(1)`, and as on the qemu backend (test_guest_cli.py).
+    assert (r.returncode, r.stdout) == (124, "") and \
+        time.monotonic() - t0 < 20, (r.returncode, r.stderr)
+    r = _dcblab(["exec", "--name", name, "h1", "--", "no-such-tool"])
+    assert (r.returncode, r.stderr) == (
+        127, "dcblab-run: no-such-tool: command not found\n")
+    r = _dcblab(["exec", "--name", name, "h1", "--", "ping", "-c", "2",
+                 "-W", "2", "198.51.100.2"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = _dcblab(["status", "--name", name])
+    assert "libvirt backend" in r.stdout and f"virsh -c '{uri}'" in r.stdout
+
+    r = _dcblab(["down", "--name", name])
+    assert r.returncode == 0, r.stderr
+    assert leftovers(name, st["run_id"]) == []
+    assert not any(proc.running(p) for p in [daemon] + qemus)
+    assert _diff(before, _snapshot(name)) == {}
+
+
+def test_killed_keeper_leaves_daemon_and_qemus_that_reap_removes(name):
+    """The keeper and its guard killed outright (kill -9 of the process
+    group): libvirtd and the QEMUs it daemonised run on, carrying the run
+    id; `dcblab reap` removes them, the netns and the run dir."""
+    before = _snapshot(name)
+    r = _dcblab(["up", "--backend", "libvirt", "--name", name])
+    assert r.returncode == 0, r.stderr
+    st = _state(name)
+    daemon = st["backend_info"]["daemon_pid"]
+    qemus = [e["pid"] for e in st["hosts"].values()]
+    os.killpg(st["guard_pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while proc.running(st["keeper_pid"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not proc.running(st["keeper_pid"])
+    left = set(run_pids(st["run_id"]))
+    assert {daemon, *qemus} <= left and all(proc.running(p) for p in left)
+    r = _dcblab(["reap"])
+    assert r.returncode == 0, r.stderr
+    assert f"reaping run {st['run_id']}" in r.stdout
+    assert leftovers(name, st["run_id"]) == []
+    assert not any(proc.running(p) for p in left)
+    assert _diff(before, _snapshot(name)) == {}
+
+
+# --- choosing the backend ---------------------------------------------------------
+
+def test_unknown_backend_in_the_environment_is_one_line_exit_2(name):
+    r = _dcblab(["up", "--name", name], env=dict(os.environ,
+                                                 DCBLAB_BACKEND="xen"))
+    assert (r.returncode, r.stderr) == (
+        2, "dcblab: DCBLAB_BACKEND='xen': unknown backend (known: libvirt, "
+           "qemu)\n")
+    assert not (run_root() / name).exists()
+
+
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_pytest_reports_the_backend_it_was_given(pytester, monkeypatch, how):
+    """--backend (or DCBLAB_BACKEND) names the backend in the session
+    header and reaches the labs tests start themselves."""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    args = ["-p", "dcblab.testing.plugin", "-s"]
+    if how == "option":
+        monkeypatch.delenv("DCBLAB_BACKEND", raising=False)
+        args += ["--backend", "libvirt"]
+    else:
+        monkeypatch.setenv("DCBLAB_BACKEND", "libvirt")
+    pytester.makepyfile(test_inner="import os\n\ndef test_x():\n"
+                        "    print('env', os.environ['DCBLAB_BACKEND'])\n")
+    res = pytester.runpytest_subprocess(*args)
+    assert res.ret == 0, res.stdout.str() + res.stderr.str()
+    res.stdout.fnmatch_lines(["dcblab: kernel flavour *, libvirt backend",
+                              "*env libvirt*"])
