@@ -10,7 +10,10 @@ and from then on:
 
 * is the parent of every QEMU of the lab, so it reaps them: a QEMU whose
   parent exits is re-parented to PID 1, and PID 1 in many containers
-  (this machine's too) never reaps, so it would stay a zombie;
+  (this machine's too) never reaps, so it would stay a zombie (on the
+  libvirt backend libvirtd daemonises each QEMU: the orphan goes to the
+  guard, a child subreaper, which reaps it; the keeper is libvirtd's
+  parent);
 * holds each guest's agent socket (which takes one client) and serves any
   number of clients on ``keeper.sock``: CLI calls, a pytest session, bench
   and a ``dcblab exec`` at the same time;
