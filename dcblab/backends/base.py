@@ -85,6 +85,12 @@ class Machine(ABC):
                 from None
         return time.monotonic() - self.t_start
 
+    @property
+    def returncode(self):
+        """The QEMU's exit status if this process reaped it, else None
+        (still running, or reaped by another: libvirt's QEMUs)."""
+        return None
+
     def exit_status(self):
         """" (rc N)" when the backend knows how its QEMU ended, else ""."""
         return ""
@@ -130,10 +136,6 @@ class Backend(ABC):
     @abstractmethod
     def machine(self, spec: VmSpec, rundir) -> Machine:
         """A new guest, not started yet."""
-
-    @abstractmethod
-    def attach(self, spec: VmSpec, rundir, pid) -> Machine:
-        """A guest another process started (a `dcblab up` that returned)."""
 
     @abstractmethod
     def accel(self, kernel, initrd) -> str:

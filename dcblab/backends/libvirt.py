@@ -56,6 +56,8 @@ __all__ = ["LibvirtBackend", "LibvirtVm", "Daemon", "domain_xml",
            "LIBVIRTD", "DEBIAN_QEMU_USER"]
 
 LIBVIRTD = "/usr/sbin/libvirtd"
+INSTALL = ("run `make deps` (Debian packages libvirt-daemon "
+           "libvirt-daemon-driver-qemu libvirt-clients python3-libvirt)")
 # Debian builds the QEMU driver with --with-qemu-user=libvirt-qemu: a
 # privileged daemon looks that user and group up before it reads qemu.conf
 # and gives up without them. Debian's libvirt-daemon-system adds them
@@ -90,7 +92,7 @@ security_driver = "none"
 
 # sh, run by unshare in a private mount namespace inside the lab's netns.
 # $1 lab's libvirt dir, $2 the shared cache, $3 the lab's run dir, $4 the
-# pid file (its name carries the run id).
+# pid file (its name carries the run id), $5 libvirtd.
 NS_SCRIPT = r"""
 set -e
 R=$1
@@ -118,7 +120,7 @@ mount -n --bind "$R/log" "$R/ns/var/log/libvirt"
 mount -n --bind "$2" "$R/ns/var/cache/libvirt"
 mount -n --move "$R/ns/var" /var
 mount -n --move "$R/ns/run" /run
-exec {libvirtd} -f /etc/libvirt/libvirtd.conf -p "/run/libvirt/$4"
+exec "$5" -f /etc/libvirt/libvirtd.conf -p "/run/libvirt/$4"
 """
 
 
@@ -131,10 +133,8 @@ def _libvirt():
         import libvirt
         import libvirt_qemu
     except ImportError:
-        raise VmError("python3-libvirt is not installed: run `make deps` "
-                      "(Debian packages libvirt-daemon "
-                      "libvirt-daemon-driver-qemu libvirt-clients "
-                      "python3-libvirt)") from None
+        raise VmError(f"python3-libvirt is not installed: {INSTALL}") \
+            from None
     libvirt.registerErrorHandler(lambda ctx, err: None, None)
     return libvirt, libvirt_qemu
 
@@ -193,16 +193,14 @@ class Daemon:
 
     def start(self, timeout=60.0):
         if not os.access(LIBVIRTD, os.X_OK):
-            raise VmError(f"{LIBVIRTD} not found: run `make deps` (Debian "
-                          "packages libvirt-daemon libvirt-daemon-driver-qemu "
-                          "libvirt-clients python3-libvirt)")
+            raise VmError(f"{LIBVIRTD} not found: {INSTALL}")
         libvirt, _ = _libvirt()
         cache = self._files()
         argv = ["ip", "netns", "exec", self.netns,
                 "unshare", "--mount", "--propagation", "private", "--",
-                "sh", "-c", NS_SCRIPT.replace("{libvirtd}", LIBVIRTD),
+                "sh", "-c", NS_SCRIPT,
                 "dcblab-libvirtd", str(self.root), str(cache),
-                str(self.labdir), f"libvirtd.{self.tag}.pid"]
+                str(self.labdir), f"libvirtd.{self.tag}.pid", LIBVIRTD]
         t0 = time.monotonic()
         with open(self.root / "log" / "libvirtd.out", "wb") as out:
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
@@ -383,7 +381,6 @@ class LibvirtVm(Machine):
         self.console = Console(self.rundir / "console.log", spec.name)
         self.agent = LibvirtAgent(self)
         self.pid = None
-        self.proc = None
         self.t_start = None
         self._dom = None
 
@@ -411,7 +408,7 @@ class LibvirtVm(Machine):
         except libvirt.libvirtError as e:
             raise VmError(f"{self.name}: libvirt could not start the domain: "
                           f"{_err(e)} (see {self.log_path()})") from None
-        pidfile = self.backend.daemon.root / "run" / "qemu" / f"{self.name}.pid"
+        pidfile = self.backend.daemon.root / "run/qemu" / f"{self.name}.pid"
         try:
             self.pid = int(pidfile.read_text().strip())
         except (OSError, ValueError) as e:
@@ -476,9 +473,6 @@ class LibvirtBackend(Backend):
         if self.daemon is None:
             raise VmError("libvirt backend: open() the lab's daemon first")
         return LibvirtVm(self, spec, rundir)
-
-    def attach(self, spec, rundir, pid):
-        raise VmError("libvirt guests are reached through the lab's keeper")
 
     def accel(self, kernel, initrd):
         return choose_accel(kernel, initrd)

@@ -147,13 +147,6 @@ class QemuVm(Machine):
         self.pid = self.proc.pid
         return self
 
-    @classmethod
-    def attach(cls, spec, rundir, pid):
-        """A VM started by another process (a `dcblab up` that returned)."""
-        vm = cls(spec, rundir)
-        vm.pid = pid
-        return vm
-
     def alive(self):
         if self.proc is not None:
             return self.proc.poll() is None
@@ -162,8 +155,14 @@ class QemuVm(Machine):
     def log_path(self):
         return self.rundir / "qemu.log"
 
+    @property
+    def returncode(self):
+        # poll(): a QEMU that just died is reaped (and counted) here.
+        return self.proc.poll() if self.proc else None
+
     def exit_status(self):
-        return f" (rc {self.proc.returncode if self.proc else '?'})"
+        rc = self.returncode
+        return f" (rc {'?' if rc is None else rc})"
 
     def wait_exit(self, timeout):
         if self.proc is not None:
@@ -217,9 +216,6 @@ class QemuBackend(Backend):
 
     def machine(self, spec, rundir):
         return QemuVm(spec, rundir)
-
-    def attach(self, spec, rundir, pid):
-        return QemuVm.attach(spec, rundir, pid)
 
     def accel(self, kernel, initrd):
         return choose_accel(kernel, initrd)

@@ -6,7 +6,7 @@ from ..backends import DEFAULT as DEFAULT_BACKEND
 from ..backends import names as backend_names
 from ..core import paths, proc
 from ..guest import AgentError
-from ..lab import Lab, LabError, keeper_alive, list_labs, reap
+from ..lab import Lab, LabError, keeper_alive, list_labs, rc_text, reap
 from ..topology import load
 from .common import (lab_name, named, need_images, note, say,
                      sigterm_as_exit)
@@ -121,10 +121,8 @@ def cmd_status(args):
                 f"{lk['queues']} queue{'s' if lk['queues'] != 1 else ''}")
         for h in lab["hosts"]:
             if h["state"] == "gone":
-                rc = h.get("rc")
-                # libvirt daemonises QEMU: its exit status is not ours.
-                rc = "unknown" if rc is None else rc
-                say(f"  {h['host']} is gone (QEMU rc {rc}): "
+                say(f"  {h['host']} is gone (QEMU rc "
+                    f"{rc_text(h.get('rc'))}): "
                     f"{h['log']}; `dcblab restart --name {lab['name']} "
                     f"{h['host']}` starts it again; its console's last "
                     "lines:")

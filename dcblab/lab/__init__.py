@@ -15,6 +15,6 @@ __all__, __getattr__, __dir__ = surface(__name__, {
     "lab": ("Lab",),
     "reaper": ("leftovers", "reap", "run_pids", "run_tag", "teardown"),
     "runs": ("LabError", "check_name", "keeper_alive", "lab_dir", "list_labs",
-             "read_state", "run_root"),
+             "rc_text", "read_state", "run_root"),
     "wire": ("Wire", "list_netns", "netns_name", "netns_run_id"),
 })

@@ -56,8 +56,8 @@ from .baseline import apply_baseline
 from .dcbx import app_readvertise_script, dcbx_script, start_lldpad
 from .switch import run_script
 from .reaper import run_pids, run_tag, teardown
-from .runs import (SOCKET, TOPOLOGY, LabError, lab_dir, read_state,
-                   write_state)
+from .runs import (SOCKET, TOPOLOGY, LabError, lab_dir, rc_text,
+                   read_state, write_state)
 
 __all__ = ["main", "host_spec"]
 _PR_SET_PDEATHSIG = 1
@@ -68,12 +68,6 @@ def _prctl(option, value):
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(option, value, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), f"prctl({option})")
-
-
-def _rc(rc):
-    """A QEMU's exit status for messages; unknown when the backend's
-    daemon (libvirt) started it and its parent reaped it."""
-    return "unknown" if rc is None else rc
 
 
 def host_spec(the_wire, host, the_flavour, accel, cmdline=()):
@@ -206,10 +200,10 @@ class Keeper:
             f"link{'s' if links != 1 else ''} ({time.monotonic() - t0:.2f}s)")
         t_open = self.backend.open(self.dir, self.wire.netns,
                                    run_tag(self.run_id))
-        if self.backend.info():
+        info = self.backend.info()
+        if info:
             self.write()
-            say(f"{self.backend.name}: {self.backend.info().get('uri', '')} "
-                f"({t_open:.2f}s)")
+            say(f"{self.backend.name}: {info.get('uri', '')} ({t_open:.2f}s)")
         for host in self.topology.hosts:
             self.start_host(host)
         self.write()
@@ -270,10 +264,10 @@ class Keeper:
                 entry = self.hosts[name]
                 if entry["state"] == "running" and not m.alive():
                     entry["state"] = "gone"
-                    entry["rc"] = m.proc.returncode if m.proc else None
+                    entry["rc"] = m.returncode
                     entry["died"] = time.time()
                     print(f"keeper: {name}: QEMU exited (rc "
-                          f"{_rc(entry['rc'])})",
+                          f"{rc_text(entry['rc'])})",
                           flush=True)
                     changed = True
             if changed:
@@ -294,8 +288,7 @@ class Keeper:
                     self.dcbx_after_restart(host)
             except DcblabError:
                 self.hosts[name]["state"] = "gone"
-                self.hosts[name]["rc"] = None if m.alive() else \
-                    m.proc.returncode
+                self.hosts[name]["rc"] = m.returncode
                 self.write()
                 raise
             self.write()
@@ -387,7 +380,7 @@ class Keeper:
     def _not_running(self, name, state):
         if state == "gone":
             return (f"host {name} is gone (QEMU exited, rc "
-                    f"{_rc(self.hosts[name].get('rc'))}): see "
+                    f"{rc_text(self.hosts[name].get('rc'))}): see "
                     f"{self.hosts[name]['log']}; `dcblab restart {name}` "
                     "starts it again")
         return f"host {name} is {state or 'not started'}"

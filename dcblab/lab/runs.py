@@ -14,8 +14,8 @@ from ..core import proc
 from ..core.errors import DcblabError, UsageError
 
 __all__ = ["LabError", "run_root", "lab_dir", "list_labs", "read_state",
-           "write_state", "check_name", "keeper_alive", "NAME_PATTERN", "SOCKET",
-           "TOPOLOGY"]
+           "write_state", "check_name", "keeper_alive", "rc_text",
+           "NAME_PATTERN", "SOCKET", "TOPOLOGY"]
 
 # In a lab's run directory: the keeper's socket, the topology's copy.
 SOCKET = "keeper.sock"
@@ -71,6 +71,12 @@ def write_state(name, state):
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(state, indent=1))
     tmp.replace(path)
+
+
+def rc_text(rc):
+    """A gone guest's recorded QEMU exit status, for messages: "unknown"
+    when the keeper did not reap it (libvirt daemonises QEMU)."""
+    return "unknown" if rc is None else rc
 
 
 def keeper_alive(state):
