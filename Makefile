@@ -26,7 +26,7 @@ IMAGE := $(BUILD)/initramfs.cpio
 TOOLS_OUT := $(BUILD)/tools
 TOOLS := $(TOOLS_OUT)/priosend $(TOOLS_OUT)/priosink $(TOOLS_OUT)/cgwrite \
 	$(TOOLS_OUT)/dcblab-run $(TOOLS_OUT)/dcbnl-raw $(TOOLS_OUT)/dcbapp-netprio \
-	$(TOOLS_OUT)/prioping $(TOOLS_OUT)/cgsockprio
+	$(TOOLS_OUT)/prioping $(TOOLS_OUT)/cgsockprio $(TOOLS_OUT)/cgfuzz
 # guest-image/ holds only what goes into the image (scripts, settings,
 # contents) and mkinitramfs itself.
 IMAGE_INPUTS := $(wildcard guest-image/*) \
@@ -51,37 +51,55 @@ help:
 	@echo "  make demo        the DCB priority demo: a switch VM and three hosts, ETS shares live, build/demo/shares.png"
 	@echo "  make bench       measured figures: build time, boot times; also times the"
 	@echo "                   make test suite warm and cold (checkpatch, check-series re-run)"
+	@echo "  make soak        20 lab up/down cycles, 10 with up, the keeper or pytest SIGKILLed;"
+	@echo "                   nothing may be left after any (<= 10 min; SEED=N replays a run)"
 	@echo "  make clean       remove $(BUILD)"
 
+# Packages whose install would start and enable a daemon on this host
+# that the lab runs only in its guests.
+GUEST_DAEMONS := lldpad qemu-guest-agent
+# Where deps looks (tests/test_build_glue.py points them at a fake root).
+POLICY_RC ?= /usr/sbin/policy-rc.d
+SYSCONF ?= /etc
+
 deps:
-	@# lldpad's package would start and enable an LLDP daemon in this
-	@# host's root namespace: policy-rc.d (exit 101) keeps it from starting
-	@# during the install, and it is disabled after; the lab runs it only
-	@# in the guests.
+	@# GUEST_DAEMONS: policy-rc.d (exit 101) keeps them from starting
+	@# during the install, they are disabled after, and deps checks that
+	@# nothing enables them (systemd wants, sysv S links); the lab runs
+	@# them only in the guests.
 	@# libvirt: the daemon and its QEMU driver, never libvirt-daemon-system
 	@# (it starts a system libvirtd with a NAT network and pulls systemd,
 	@# iptables and polkit); each lab runs its own daemon in its netns.
 	@# One dpkg-query for all packages (one per package took 0.8 s).
+	@# `missing` is one line, words separated by spaces (dpkg-query's
+	@# lines joined), so that `case " $missing "` finds a package.
 	@missing=$$(dpkg-query -W -f='$${db:Status-Abbrev} $${Package}\n' \
 		$(DEBIAN_PACKAGES) 2>/dev/null | awk -v want="$(DEBIAN_PACKAGES)" \
 		'$$1 == "ii" { ok[$$2] = 1 } \
-		 END { n = split(want, w, " "); for (i = 1; i <= n; i++) if (!ok[w[i]]) print w[i] }'); \
+		 END { n = split(want, w, " "); for (i = 1; i <= n; i++) if (!ok[w[i]]) printf "%s ", w[i] }'); \
+	missing=$${missing% }; \
 	if [ -z "$$missing" ]; then \
 		echo "deps: all $(words $(DEBIAN_PACKAGES)) Debian packages present"; exit 0; \
 	fi; \
-	echo "deps: installing" $$missing; \
+	echo "deps: installing $$missing"; \
 	[ "$$(id -u)" = 0 ] || { echo "deps: run as root (or sudo make deps) to install them" >&2; exit 1; }; \
 	export DEBIAN_FRONTEND=noninteractive; \
-	case " $$missing " in *" lldpad "*) \
-		[ -e /usr/sbin/policy-rc.d ] || { printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; \
-			chmod 755 /usr/sbin/policy-rc.d; trap 'rm -f /usr/sbin/policy-rc.d' EXIT; } ;; \
-	esac; \
+	daemons=; for d in $(GUEST_DAEMONS); do \
+		case " $$missing " in *" $$d "*) daemons="$$daemons $$d";; esac; done; \
+	if [ -n "$$daemons" ] && [ ! -e $(POLICY_RC) ]; then \
+		printf '#!/bin/sh\nexit 101\n' > $(POLICY_RC); chmod 755 $(POLICY_RC); \
+		trap 'rm -f $(POLICY_RC)' EXIT; \
+	fi; \
 	apt-get update -q && apt-get install -y -q --no-install-recommends $$missing || exit 1; \
-	case " $$missing " in *" lldpad "*) \
-		deb-systemd-helper disable lldpad.service lldpad.socket >/dev/null 2>&1; \
-		update-rc.d lldpad disable >/dev/null 2>&1; \
-		echo "deps: lldpad installed for the guest image only: not started, not enabled on this host" ;; \
-	esac
+	for d in $$daemons; do \
+		DPKG_MAINTSCRIPT_PACKAGE=$$d deb-systemd-helper disable $$d.service $$d.socket >/dev/null 2>&1; \
+		update-rc.d $$d disable >/dev/null 2>&1; \
+		left=$$(ls -d $(SYSCONF)/systemd/system/*.wants/$$d.* $(SYSCONF)/rc[2-5].d/S[0-9][0-9]$$d 2>/dev/null); \
+		if [ -n "$$left" ]; then \
+			echo "deps: $$d is still enabled on this host (" $$left "): disable it by hand (the lab runs it in its guests only)" >&2; exit 1; \
+		fi; \
+		echo "deps: $$d installed for the guest image only: not started, not enabled on this host"; \
+	done
 
 # FORCE=1: run the kernel's make, checkpatch and check-series even when
 # their stamps say nothing they read changed since their last clean run.
@@ -126,6 +144,12 @@ demo: kernel image
 
 bench: kernel image
 	$(PY) bin/dcblab bench
+
+# The soak (docs/testing.md): a leak census after every cycle; the seed is
+# printed first, SEED=N runs the same cycles again.
+.PHONY: soak
+soak: kernel image
+	$(PY) bin/dcblab soak $(if $(SEED),--seed $(SEED))
 
 clean:
 	rm -rf $(BUILD)

@@ -1,6 +1,7 @@
 """bin/dcblab as a user meets it: every mistake is one line on stderr,
-never a traceback; exit 2 for a usage mistake, 1 for a lab that is not
-there; status works on a lab another process owns."""
+never a traceback; exit 2 for a usage mistake, a name that names nothing
+included (a lab, host, link), 1 when there is no lab to pick one from;
+status works on a lab another process owns."""
 
 import json
 import os
@@ -28,19 +29,22 @@ def _one_line(r):
 
 # With an empty run root, no lab is up whatever else runs on the machine.
 @pytest.mark.parametrize("args, rc, text", [
-    (["status", "--name", "nosuch"], 1, "no lab named 'nosuch' is up"),
-    (["down", "--name", "nosuch"], 1, "no lab named 'nosuch' is up"),
+    (["status", "--name", "nosuch"], 2, "no lab named 'nosuch' is up"),
+    (["down", "--name", "nosuch"], 2, "no lab named 'nosuch' is up"),
     (["exec", "h1", "--", "true"], 1, "no lab is up: start one with"),
-    (["logs", "--name", "nosuch", "h1"], 1, "no lab named 'nosuch' is up"),
-    (["console", "--name", "nosuch", "h1"], 1, "no lab named 'nosuch'"),
-    (["capture", "--name", "x", "l1", "-w", "/dev/null"], 1,
+    (["logs", "--name", "nosuch", "h1"], 2, "no lab named 'nosuch' is up"),
+    (["console", "--name", "nosuch", "h1"], 2, "no lab named 'nosuch'"),
+    (["capture", "--name", "x", "l1", "-w", "/dev/null"], 2,
      "no lab named 'x' is up"),
+    (["pcp", "--name", "x", "h1"], 2, "no lab named 'x' is up"),
+    (["restart", "--name", "x", "h1"], 2, "no lab named 'x' is up"),
     (["up", "--name", "Bad_Name"], 2, "lab name 'Bad_Name' must match"),
     (["exec", "h1"], 2, "exec: nothing to run"),
     (["demo", "dcbx", "a.toml", "b.toml"], 2,
      "demo: one topology at most, got a.toml b.toml"),
 ], ids=["status", "down", "exec-no-lab", "logs", "console", "capture",
-        "bad-lab-name", "exec-no-argv", "demo-two-topologies"])
+        "pcp", "restart", "bad-lab-name", "exec-no-argv",
+        "demo-two-topologies"])
 def test_mistake_without_a_lab_is_one_line(tmp_path, args, rc, text):
     r = _dcblab(args, {"DCBLAB_RUN": str(tmp_path)})
     assert r.returncode == rc

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from dcblab.guest.console import SPLAT_PATTERNS, Console, find_splats
+from dcblab.guest.console import (BOOT_FAILURES, SPLAT_PATTERNS, BootFailed,
+                                  Console, find_boot_failure, find_splats)
 
 DATA = Path(__file__).parent / "data"
 
@@ -78,3 +79,42 @@ def test_console_reports_each_splat_once_and_only_whole_lines(tmp_path):
         f.write("\n")
     assert len(con.splats()) == 1
     assert con.splats() == []  # already reported
+
+
+# --- boot failures -----------------------------------------------------------
+
+UNPACK_FAILED = """\
+[    0.000000] Linux version 6.1.192-dcblab (root@vm) #1 SMP
+[    0.855680] Initramfs unpacking failed: write error
+[    1.431595] dcblab-init: started (pid 1)
+[    1.768924] dcblab-init: FAILED: no virtio port named org.qemu.guest_agent.0
+"""
+
+
+def test_clean_boot_console_has_no_boot_failure():
+    assert find_boot_failure((DATA / "clean-boot.log").read_text()) is None
+
+
+@pytest.mark.parametrize("pattern", BOOT_FAILURES)
+def test_every_boot_failure_pattern_is_found_on_its_own(pattern):
+    line = f"[    2.000000] {pattern}why"
+    assert find_boot_failure(f"[    1.0] fine\n{line}\n[    3.0] more\n") \
+        == line
+
+
+def test_boot_failure_is_the_first_line_saying_so():
+    assert find_boot_failure(UNPACK_FAILED) == \
+        "[    0.855680] Initramfs unpacking failed: write error"
+
+
+def test_wait_for_stops_at_a_boot_failure_before_the_awaited_line(tmp_path):
+    """init started from an initramfs cut short: no boot, though the
+    awaited line came."""
+    log = tmp_path / "console.log"
+    log.write_text(UNPACK_FAILED)
+    with pytest.raises(BootFailed) as e:
+        Console(log, "h1").wait_for(r"dcblab-init: started", timeout=5)
+    assert e.value.line == \
+        "[    0.855680] Initramfs unpacking failed: write error"
+    assert str(e.value).startswith("h1: the boot failed: [    0.855680] "
+                                   "Initramfs unpacking failed")

@@ -6,9 +6,12 @@ docs/fabric.md explains the data path and the measurements."""
 
 import json
 import statistics
+import subprocess
+import sys
 
 import pytest
 
+from dcblab.core.paths import ROOT
 from dcblab.scenarios.fabric import (cgroup_apps, congested_port,
                                      expected_shares, offer, queue_delay_s,
                                      strict_priority)
@@ -178,3 +181,31 @@ def test_two_unmodified_apps_in_cgroups_get_their_classes_shares(
     assert r.wrong_pcp == 0
     for p in (3, 2):
         assert abs(r.share(p) - want[p]) <= SHARE_TOLERANCE, (got, want)
+
+
+def _pcp(fabric, *args):
+    return subprocess.run([sys.executable, str(ROOT / "bin" / "dcblab"),
+                           "pcp", "--name", fabric.name, *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_pcp_on_a_switch_without_dev_names_its_ports(fabric):
+    r = _pcp(fabric, "sw")
+    ports = ", ".join(n.name for n in fabric.topology.host("sw").nics)
+    assert r.returncode == 2
+    assert r.stderr == (f"dcblab: pcp: sw is a switch: it has no eth0; name "
+                        f"one of its ports ({ports}) with --dev, e.g. "
+                        "`dcblab pcp sw --dev swp1`\n")
+
+
+def test_pcp_on_a_switch_port_reads_its_trust_filters(fabric):
+    dst = fabric.topology.address("h3", vlan=100)
+    fabric.h1.run(["ping", "-c", "1", "-W", "2", dst])
+    before = json.loads(_pcp(fabric, "sw", "--dev", "swp1", "-j").stdout)
+    count, pcp = 40, 6
+    send(fabric.h1, dst, count=count, rate=200, so_priority=pcp)
+    r = _pcp(fabric, "sw", "--dev", "swp1", "-j")
+    assert r.returncode == 0, r.stderr
+    after = json.loads(r.stdout)
+    assert (after["armed_now"], after["vlan"]) == (False, None)
+    assert after["pcp"][pcp] - before["pcp"][pcp] == count

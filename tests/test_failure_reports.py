@@ -6,13 +6,17 @@ carry the guests' evidence (traffic tools' output, the receiver's per-PCP
 flower counters, ifpriomaps, VLAN QoS maps, tracepoint counts, lldpad's
 log) and name
 an artefact folder holding it whole; with --keep-lab-on-failure its lab
-must stay up. The rest checks the pieces without a guest.
+must stay up; a lab whose guests do not boot fails its tests' set-up and
+leaves the same folder (consoles, QEMU logs, keeper log, commands). The
+rest checks the pieces without a guest.
 """
 
 import re
+import subprocess
 
 import pytest
 
+from dcblab.core import paths
 from dcblab.core.cmd import CmdError
 from dcblab.core.paths import ROOT
 from dcblab.guest.agent import AgentError, Result
@@ -57,6 +61,19 @@ def test_fails_on_purpose(lab):
     map_priority(lab.h1, path, "eth0.{VID}", {PRIO})
     assert False, "fails on purpose"
 '''
+
+
+NEEDS_LAB = '''
+def test_first_needs_the_lab(lab):
+    pass
+
+
+def test_second_needs_the_lab(lab):
+    pass
+'''
+
+# The lab kernel as built, before a test points BUILD elsewhere.
+KERNEL = paths.bzimage("lab")
 
 
 @pytest.fixture
@@ -173,6 +190,49 @@ def test_keep_lab_on_failure_leaves_the_lab_up_until_down(inner):
                 Lab.attach(name).down()
             except LabError:
                 pass            # down already, as it should be
+
+
+def test_lab_that_fails_to_boot_leaves_its_logs_with_the_failed_setup(
+        inner, pytester, monkeypatch, tmp_path_factory):
+    """The real kernel with an empty initramfs panics at boot: the lab
+    fixture fails the set-up of both tests; the first one's artefact
+    folder holds what the keeper removed with the run directory."""
+    assert KERNEL.exists(), "the lab kernel is not built: make kernel"
+    build = pytester.path / "build"
+    (build / KERNEL.relative_to(paths.build_dir())).parent.mkdir(
+        parents=True)
+    (build / KERNEL.relative_to(paths.build_dir())).symlink_to(KERNEL)
+    with open(build / "initramfs.cpio", "wb") as out:
+        subprocess.run(["cpio", "--quiet", "-o", "-H", "newc"], input=b"",
+                       stdout=out, check=True)
+    # Short: the guests' sockets are in it (sun_path holds 108 bytes).
+    run = tmp_path_factory.mktemp("run")
+    for var, value in (("BUILD", build), ("DCBLAB_RUN", run),
+                       ("DCBLAB_ACCEL", "tcg"), ("FLAVOUR", "lab")):
+        monkeypatch.setenv(var, str(value))
+
+    res = inner("test_inner_boot", NEEDS_LAB)
+    res.assert_outcomes(errors=2)
+    out = res.stdout.str()
+    first = artefact_dir(pytester.path / "artefacts",
+                         "test_inner_boot.py::test_first_needs_the_lab")
+    second = artefact_dir(pytester.path / "artefacts",
+                          "test_inner_boot.py::test_second_needs_the_lab")
+    for host in ("h1", "h2"):
+        console = (first / host / "console.log").read_text()
+        assert "Kernel panic - not syncing: " in console
+        assert (first / host / "qemu.log").is_file()
+        # The LabError's lines, as pytest prints them ("E   ...").
+        assert re.search(rf" {host}: boot failed: \[[^]]*\] Kernel panic - "
+                         "not syncing: ", out), out
+    keeper = list(first.glob("pytest-*-keeper.log"))
+    assert len(keeper) == 1 and "boot failed" in keeper[0].read_text()
+    assert (first / "commands.txt").read_text() == "(no guest commands)\n"
+    assert "boot failed" in (first / "report.txt").read_text()
+    # The second test names the first one's folder and has none of its own.
+    assert out.count(f"{first}/ (lab pytest-") == 2, out
+    assert not second.exists()
+    assert not run.exists() or list(run.iterdir()) == []
 
 
 # --- the pieces -----------------------------------------------------------

@@ -308,6 +308,15 @@ def test_restore_by_hand_without_devices_refuses(lab):
     assert "eth0.100" in lab.h1.run(["ip", "-br", "link"]).stdout
 
 
+def test_pcp_on_a_device_the_guest_lacks_names_its_devices_exit_2(lab):
+    r = _dcblab(lab, ["pcp", "h2", "--dev", "eth7"], text=True)
+    assert r.returncode == 2
+    devs = ", ".join(n.name for n in lab.topology.host("h2").nics)
+    assert r.stderr.startswith(f'dcblab: pcp: h2 has no device "eth7" (its '
+                               f"devices: {devs}")
+    assert r.stderr.count("\n") == 1
+
+
 def test_pcp_arms_counters_then_counts_frames_per_pcp(lab):
     dst = lab.topology.address("h2", 100)
     lab.h1.run(["ping", "-c", "1", "-W", "2", dst])  # resolve first

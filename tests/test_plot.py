@@ -3,6 +3,7 @@ real run's SharesResult.as_json()) drawn as a PNG. Host only: no lab."""
 
 import copy
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -10,8 +11,9 @@ import sys
 import pytest
 
 from dcblab.core.errors import DcblabError, UsageError
-from dcblab.core.paths import ROOT
+from dcblab.core.paths import ROOT, build_dir
 from dcblab.scenarios.plot import plot_result
+from dcblab.testing.sandbox import Sandbox
 
 pytest.importorskip("matplotlib", reason="needs python3-matplotlib")
 
@@ -196,3 +198,23 @@ def test_cli_mistake_is_one_line(tmp_path, make_input, output, text):
     assert text in r.stderr
     assert r.stdout == ""
     assert not (tmp_path / output).exists()
+
+
+def test_plot_leaves_nothing_in_the_users_home():
+    """matplotlib's font cache and config go to the build directory, not
+    ~/.cache/matplotlib and ~/.config/matplotlib (seen on a fresh
+    machine): run in a sandbox where any write outside the build
+    directory shows, with no MPLCONFIGDIR of the user's."""
+    out = build_dir() / "plot-in-sandbox.png"
+    env = {k: v for k, v in os.environ.items() if k != "MPLCONFIGDIR"}
+    with Sandbox() as sb:
+        # The user's home as on a machine that never ran matplotlib.
+        r = sb.run(["sh", "-c", "rm -rf ~/.cache/matplotlib "
+                    "~/.config/matplotlib"])
+        assert r.returncode == 0, r.stderr
+        before = sb.writes()
+        r = sb.run(DCBLAB + ["plot", str(SAMPLE), "-o", str(out)], env=env,
+                   cwd=ROOT)
+        assert r.returncode == 0, r.stderr
+        assert sb.writes() == before
+    out.unlink()

@@ -1,30 +1,36 @@
 """priosend, priosink and cgwrite are plain C: tested on the host too.
 
 Usage handling runs the binaries directly; traffic runs across a veth pair
-between two network namespaces this module creates (names dcblab-tl<pid>a
-and ...b, lo alias dcblab-run:tools<pid>, so `dcblab reap` recognises
-them) and always deletes.
+between two network namespaces this module creates, bound on files in the
+build directory (BUILD/tools-netns-<pid>/a and b, as a lab's is in its run
+directory: nothing in /run/netns) and always removes.
 """
 
 import errno
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
 
 import pytest
 
-from dcblab.core.paths import ROOT
+from dcblab.core.ns import umount
+from dcblab.core.paths import ROOT, build_dir
 
 PID = os.getpid()
-NS_A, NS_B = f"dcblab-tl{PID}a", f"dcblab-tl{PID}b"
+NS_DIR = build_dir() / f"tools-netns-{PID}"
+NS_A, NS_B = str(NS_DIR / "a"), str(NS_DIR / "b")
 V4_A, V4_B = "203.0.113.65", "203.0.113.66"
 V6_A, V6_B = "2001:db8:ee::1", "2001:db8:ee::2"
 
 # tools/payload.h: what priosend writes and priosink looks for in raw mode
 PAYLOAD_MAGIC, RAW_ETHERTYPE = 0x44434231, 0x88B5
+# ... and the least flow id priosend picks when not given --flow
+FLOW_AUTO_MIN = int(re.search(r"#define FLOW_AUTO_MIN (\d+)u", (
+    ROOT / "tools" / "payload.h").read_text()).group(1))
 ETH_P_8021Q = 0x8100
 
 # Frames priosend cannot make: 802.1Q-tagged ones, built by hand.  The
@@ -60,34 +66,40 @@ def _run(argv, **kw):
 
 @pytest.fixture(scope="module")
 def veth(tools):
-    def ip(*args):
-        subprocess.run(["ip", *args], check=True, capture_output=True)
+    def ip(ns, *args):
+        subprocess.run(["nsenter", f"--net={ns}", "ip", *args], check=True,
+                       capture_output=True)
 
+    NS_DIR.mkdir(parents=True, exist_ok=True)
+    made = []
     try:
         for ns in (NS_A, NS_B):
-            ip("netns", "add", ns)
-            ip("-n", ns, "link", "set", "lo", "alias", f"dcblab-run:tools{PID}")
-            ip("-n", ns, "link", "set", "lo", "up")
-        ip("-n", NS_A, "link", "add", "va", "type", "veth", "peer", "name",
-           "vb", "netns", NS_B)
+            open(ns, "w").close()
+            subprocess.run(["unshare", f"--net={ns}", "true"], check=True)
+            made.append(ns)
+            ip(ns, "link", "set", "lo", "up")
+        # A path (it has a '/'): ip opens it instead of /run/netns/NAME.
+        ip(NS_A, "link", "add", "va", "type", "veth", "peer", "name", "vb",
+           "netns", NS_B)
         for ns, dev, v4, v6 in ((NS_A, "va", V4_A, V6_A),
                                 (NS_B, "vb", V4_B, V6_B)):
-            ip("-n", ns, "addr", "add", f"{v4}/26", "dev", dev)
-            ip("-n", ns, "addr", "add", f"{v6}/64", "dev", dev, "nodad")
-            ip("-n", ns, "link", "set", dev, "up")
+            ip(ns, "addr", "add", f"{v4}/26", "dev", dev)
+            ip(ns, "addr", "add", f"{v6}/64", "dev", dev, "nodad")
+            ip(ns, "link", "set", dev, "up")
         mac_b = json.loads(subprocess.run(
-            ["ip", "-n", NS_B, "-j", "link", "show", "vb"], check=True,
-            capture_output=True, text=True).stdout)[0]["address"]
+            ["nsenter", f"--net={NS_B}", "ip", "-j", "link", "show", "vb"],
+            check=True, capture_output=True, text=True).stdout)[0]["address"]
         yield {"tools": tools, "mac_b": mac_b}
     finally:
-        for ns in (NS_A, NS_B):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        for ns in made:
+            umount(ns)
+        shutil.rmtree(NS_DIR, ignore_errors=True)
 
 
 def _sink(veth, *args, timeout=10, json_out=True):
     ready = veth["tools"] / f"ready-{time.monotonic_ns()}"
     proc = subprocess.Popen(
-        ["ip", "netns", "exec", NS_B, str(veth["tools"] / "priosink"),
+        ["nsenter", f"--net={NS_B}", str(veth["tools"] / "priosink"),
          *(["-j"] if json_out else []), "-i", "vb", "-t", str(timeout),
          "-R", str(ready), *map(str, args)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -100,7 +112,7 @@ def _sink(veth, *args, timeout=10, json_out=True):
 
 
 def _send(veth, *args):
-    r = _run(["ip", "netns", "exec", NS_A, veth["tools"] / "priosend", "-j",
+    r = _run(["nsenter", f"--net={NS_A}", veth["tools"] / "priosend", "-j",
               *args])
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
@@ -108,7 +120,7 @@ def _send(veth, *args):
 
 def _inject_tagged(veth, *, pcp, vid, flow, prio, count):
     """count raw frames of flow from va to vb, tagged PCP pcp, VID vid."""
-    r = _run(["ip", "netns", "exec", NS_A, sys.executable, "-c", _INJECT,
+    r = _run(["nsenter", f"--net={NS_A}", sys.executable, "-c", _INJECT,
               "va", veth["mac_b"], pcp << 13 | vid, flow, prio, count])
     assert r.returncode == 0, r.stderr
 
@@ -127,16 +139,16 @@ def test_c_unit_tests_pass(tools):
     r = _run(["make", "-s", "--no-print-directory", "-C", ROOT / "tools",
               f"OUT={tools}", "check"])
     assert r.returncode == 0, r.stdout + r.stderr
-    # One summary per test program: util/seqtrack, dcblab-run, then
-    # dcbapp-netprio's parser and engine.
+    # One summary per test program: util/seqtrack, dcblab-run,
+    # dcbapp-netprio's parser and engine, cgfuzz's model and generator.
     summaries = re.findall(r"^(.*\d+ passed, (\d+) failed)$", r.stdout, re.M)
-    assert len(summaries) == 3, r.stdout
-    assert [failed for _, failed in summaries] == ["0", "0", "0"], r.stdout
+    assert len(summaries) == 4, r.stdout
+    assert [failed for _, failed in summaries] == ["0"] * 4, r.stdout
 
 
 @pytest.mark.parametrize("tool", ["priosend", "priosink", "cgwrite",
                                   "dcbnl-raw", "dcbapp-netprio", "prioping",
-                                  "tsc-khz"])
+                                  "tsc-khz", "cgfuzz"])
 def test_help_exits_0_with_usage(tools, tool):
     r = _run([tools / tool, "-h"])
     assert r.returncode == 0 and r.stdout.startswith("usage:")
@@ -249,8 +261,9 @@ def test_udp_frames_all_arrive_in_order(veth, family, dst):
 def test_raw_frames_to_peer_mac_arrive(veth):
     count = 500
     sink = _sink(veth, "-c", count)
-    _send(veth, "--mode", "raw", "-I", "va", "--count", count, veth["mac_b"])
-    f = _flow(_collect(sink), 1)
+    sent = _send(veth, "--mode", "raw", "-I", "va", "--count", count,
+                 veth["mac_b"])
+    f = _flow(_collect(sink), sent["flow"])
     assert (f["received"], f["lost"]) == (count, 0)
 
 
@@ -258,7 +271,7 @@ def test_two_flows_at_once_are_counted_apart(veth):
     per_flow = 1000
     sink = _sink(veth, "-c", 2 * per_flow)
     procs = [subprocess.Popen(
-        ["ip", "netns", "exec", NS_A, str(veth["tools"] / "priosend"), "-j",
+        ["nsenter", f"--net={NS_A}", str(veth["tools"] / "priosend"), "-j",
          "--count", str(per_flow), "--flow", str(flow), V4_B],
         stdout=subprocess.PIPE, text=True) for flow in (1, 2)]
     for p in procs:
@@ -273,8 +286,39 @@ def test_so_priority_is_recorded_in_the_payload(veth):
     sink = _sink(veth, "-c", count)
     sent = _send(veth, "--count", count, "--so-priority", prio, V4_B)
     assert sent["so_priority"] == prio
-    assert _flow(_collect(sink), 1)["so_priority"] == \
+    assert _flow(_collect(sink), sent["flow"])["so_priority"] == \
         [{"priority": prio, "frames": count}]
+
+
+def test_two_senders_without_flow_get_flow_ids_of_their_own(veth):
+    """The default flow id is drawn per run, above the ids given by hand:
+    two priosends started alike are two flows at the sink, not one flow
+    with every frame a duplicate."""
+    per_flow = 500
+    sink = _sink(veth, "-c", 2 * per_flow)
+    procs = [subprocess.Popen(
+        ["nsenter", f"--net={NS_A}", str(veth["tools"] / "priosend"), "-j",
+         "--count", str(per_flow), V4_B], stdout=subprocess.PIPE, text=True)
+        for _ in range(2)]
+    flows = []
+    for p in procs:
+        out, _ = p.communicate(timeout=60)
+        assert p.returncode == 0
+        flows.append(json.loads(out)["flow"])
+    got = _collect(sink)
+    assert flows[0] != flows[1]
+    assert min(flows) >= FLOW_AUTO_MIN
+    for flow in flows:
+        f = _flow(got, flow)
+        assert (f["received"], f["duplicates"]) == (per_flow, 0)
+
+
+def test_priosend_help_explains_refused_and_the_default_flow(tools):
+    out = _run([tools / "priosend", "-h"]).stdout
+    refused = out[out.index("N refused"):out.index("N retries")]
+    assert "ECONNREFUSED" in refused and "ICMP port unreachable" in refused
+    assert "sent again" in refused and '-j: "errors"' in refused
+    assert f"a random id\n{' ' * 26}from {FLOW_AUTO_MIN} up" in out
 
 
 def test_tagged_frames_land_in_their_pcp_slot(veth):
@@ -392,7 +436,7 @@ def test_priosink_stops_at_timeout_when_nothing_arrives(veth):
 def test_prioping_times_each_probe_and_names_the_lost(veth):
     """Three probes to the peer: each answered, RTTs in the order sent;
     three to an address nobody has: all lost (null), exit 1."""
-    ping = ["ip", "netns", "exec", NS_A, veth["tools"] / "prioping", "-j",
+    ping = ["nsenter", f"--net={NS_A}", veth["tools"] / "prioping", "-j",
             "-i", "0.05", "-c", "3", "-P", "5"]
     r = _run([*ping, V4_B])
     assert r.returncode == 0, r.stderr

@@ -312,6 +312,33 @@ def test_fabric_congested_port_has_rate_and_the_switch_dcb():
     assert all(p.dcb == d for p in sw.nics)
 
 
+# tc's own units, any case (iproute2 get_rate64: strcasecmp); "bps" is
+# bytes/s; the model keeps the plainest spelling tc takes for that rate.
+@pytest.mark.parametrize("given, rate, bps", [
+    ("10Mbit", "10mbit", 10**7),
+    ("10MBIT", "10mbit", 10**7),
+    ("1.5gbit", "1500mbit", 15 * 10**8),
+    ("10MBps", "80mbit", 8 * 10**7),
+    ("1mibit", "1048576bit", 2**20),
+    ("200000", "200kbit", 2 * 10**5),
+    ("1e7bit", "10mbit", 10**7),
+])
+def test_port_rate_takes_what_tc_takes(tmp_path, given, rate, bps):
+    text = FABRIC.read_text().replace('rate = "10mbit"', f'rate = "{given}"')
+    assert f'rate = "{given}"' in text
+    port = load(_write(tmp_path, text)).host("sw").nic("swp3")
+    assert (port.rate, port.rate_bps) == (rate, bps)
+
+
+def test_port_rate_in_bytes_is_refused_below_100kbit_as_tc_reads_it(
+        tmp_path):
+    # 12 kBps is 96 kbit/s to tc, under the 100kbit floor.
+    text = FABRIC.read_text().replace('rate = "10mbit"', 'rate = "12kBps"')
+    with pytest.raises(TopologyError, match=r'port "sw:swp3": rate must be '
+                       r'100kbit\.\.100gbit, got "12kBps"$'):
+        load(_write(tmp_path, text))
+
+
 def test_port_dcb_table_replaces_the_switchs(tmp_path):
     text = FABRIC.read_text().replace(
         '[switches.sw.ports.swp1]\n',

@@ -16,6 +16,20 @@
 #define DEFAULT_PORT 9000
 #define DEFAULT_ETHERTYPE 0x88b5	/* IEEE 802 local experimental */
 
+/*
+ * The flow ids priosend picks when not given one: FLOW_AUTO_MIN and up,
+ * from a random number drawn for each run, so that two senders started
+ * without --flow are told apart at the sink (birthday odds: two runs
+ * share one with probability 1 in 4.3e9), and never take the small ids
+ * a user gives by hand.
+ */
+#define FLOW_AUTO_MIN 65536u
+
+static inline uint32_t flow_auto(uint32_t random)
+{
+	return FLOW_AUTO_MIN + random % (UINT32_MAX - FLOW_AUTO_MIN + 1);
+}
+
 struct payload {
 	uint32_t flow;
 	uint64_t seq;

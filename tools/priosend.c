@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,6 +33,7 @@ struct opts {
 	const char *dest;
 	const char *ifname;
 	uint64_t port, count, rate, size, flow, ethertype;
+	bool flow_set;
 	const char *cgroup, *move_to;
 	uint64_t move_after;
 	bool move_after_set;
@@ -61,15 +63,25 @@ static void usage(void)
 "  -c, --count N           frames to send (default 1000)\n"
 "  -r, --rate PPS          frames per second, 0 = as fast as possible (default)\n"
 "  -s, --size N            payload bytes, %d..%d (default 64)\n"
-"  -f, --flow ID           flow id in the payload (default 1)\n"
+"  -f, --flow ID           flow id in the payload (default: a random id\n"
+"                          from %u up, new for each run, so that two senders\n"
+"                          without --flow are told apart; printed as \"flow\")\n"
 "  -g, --cgroup PATH       join cgroup PATH before opening the socket\n"
 "  -M, --move-to PATH      move to cgroup PATH mid-stream, socket kept open\n"
 "      --move-after N      frames sent before the move (default count/2)\n"
 "  -P, --so-priority N     set SO_PRIORITY N on the socket\n"
 "  -E, --ethertype N       raw mode ethertype (default 0x%04x)\n"
 "  -j, --json              print one JSON object\n"
-"  -h, --help              this text\n",
-		DEFAULT_PORT, PAYLOAD_LEN, MAX_PAYLOAD, DEFAULT_ETHERTYPE);
+"  -h, --help              this text\n"
+"Output: frames sent, their flow id, time and rate, then if not 0:\n"
+"  N refused  sends that failed with ECONNREFUSED: DEST answered an earlier\n"
+"             UDP frame with an ICMP port unreachable (no UDP socket on\n"
+"             --port there: priosink reads the interface, not a socket; the\n"
+"             peer rate-limits these ICMPs). The refused frame is sent again,\n"
+"             so N counts attempts, not lost frames (-j: \"errors\")\n"
+"  N retries  sends retried after ENOBUFS or EAGAIN: a full queue\n",
+		DEFAULT_PORT, PAYLOAD_LEN, MAX_PAYLOAD, FLOW_AUTO_MIN,
+		DEFAULT_ETHERTYPE);
 }
 
 /* --move-after has no short form: 'A' is not in the short options. */
@@ -94,6 +106,16 @@ static int join_cgroup(const char *path)
 		return runtime_error("cannot join cgroup %s: %s", path,
 				     strerror(errno));
 	return 0;
+}
+
+/* For the default flow id: getrandom(), else what differs per run too. */
+static uint32_t random_u32(void)
+{
+	uint32_t r;
+
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) == sizeof(r))
+		return r;
+	return (uint32_t)getpid() * 2654435761u ^ (uint32_t)(now() * 1e9);
 }
 
 /* DEST into o->mac or o->ip; a bad DEST is a usage error. */
@@ -143,6 +165,7 @@ static int set_option(void *ctx, int c, const char *arg)
 		return parse_u64("--size", arg, PAYLOAD_LEN, MAX_PAYLOAD,
 				 &o->size);
 	case 'f':
+		o->flow_set = true;
 		return parse_u64("--flow", arg, 0, UINT32_MAX, &o->flow);
 	case 'g':
 		o->cgroup = arg;
@@ -175,6 +198,8 @@ static int check_args(struct opts *o, char **argv)
 		return usage_error("--move-after needs --move-to");
 	if (!o->move_after_set)
 		o->move_after = o->count / 2;
+	if (!o->flow_set)
+		o->flow = flow_auto(random_u32());
 	return parse_dest(o);
 }
 
@@ -320,7 +345,7 @@ int main(int argc, char **argv)
 		.cli = { .shortopts = ":m:I:p:c:r:s:f:g:M:P:E:jh",
 			 .longopts = longopts, .operands = "DEST",
 			 .usage = usage, .set = set_option, .ctx = &o },
-		.port = DEFAULT_PORT, .count = 1000, .size = 64, .flow = 1,
+		.port = DEFAULT_PORT, .count = 1000, .size = 64,
 		.ethertype = DEFAULT_ETHERTYPE,
 	};
 	struct result r = { 0 };

@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
-/* Unit tests of util.c: the output writer, the parsers, the messages. */
+/*
+ * Unit tests of util.c: the output writer, the parsers, the messages; and
+ * of payload.h's default flow ids.
+ */
 #include "check.h"
+#include "payload.h"
 #include "util.h"
 
 #include <math.h>
@@ -285,6 +289,19 @@ static void test_option_errors_name_the_option(void)
 		      "test: need FILE, got 2 operands; try test -h\n"));
 }
 
+static void test_default_flow_ids_are_above_the_hand_given_ones(void)
+{
+	uint32_t span = UINT32_MAX - FLOW_AUTO_MIN + 1;
+
+	CHECK(flow_auto(0) == FLOW_AUTO_MIN);
+	CHECK(flow_auto(1) == FLOW_AUTO_MIN + 1);
+	CHECK(flow_auto(span - 1) == UINT32_MAX);
+	CHECK(flow_auto(span) == FLOW_AUTO_MIN);
+	CHECK(flow_auto(UINT32_MAX) == FLOW_AUTO_MIN + (UINT32_MAX - span));
+	/* distinct random numbers below the span give distinct ids */
+	CHECK(flow_auto(12345) != flow_auto(54321));
+}
+
 void test_util(void)
 {
 	progname = "test";
@@ -298,4 +315,5 @@ void test_util(void)
 	test_usage_error_exits_2_naming_help();
 	test_options_parse_values_flags_and_operands();
 	test_option_errors_name_the_option();
+	test_default_flow_ids_are_above_the_hand_given_ones();
 }

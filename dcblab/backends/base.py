@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..core.errors import DcblabError, UsageError
 from ..guest.agent import AgentError
-from ..guest.console import ConsoleTimeout
+from ..guest.console import BootFailed, ConsoleTimeout
 
 __all__ = ["TapNic", "VmSpec", "VmError", "Machine", "Backend", "register",
            "get", "names", "default_name", "DEFAULT"]
@@ -63,11 +63,15 @@ class Machine(ABC):
         """Start the guest without waiting for it; returns self."""
 
     def wait_init(self, timeout=30.0):
-        """Block until init's first line: (host s since start, guest s)."""
+        """Block until init's first line: (host s since start, guest s).
+        Like wait_ready, it ends at once, naming the console line, when
+        the console says the boot failed (console.BOOT_FAILURES)."""
         try:
             m = self.console.wait_for(
                 r"\[\s*(\d+\.\d+)\] dcblab-init: started", timeout,
                 self.alive)
+        except BootFailed as e:
+            raise self._boot_failed(e.line) from None
         except ConsoleTimeout as e:
             if not self.alive():
                 raise self._died("init") from None
@@ -77,7 +81,9 @@ class Machine(ABC):
     def wait_ready(self, timeout=60.0):
         """Block until the guest agent answers: host s since start."""
         try:
-            self.agent.wait_ready(timeout, self.alive)
+            self.agent.wait_ready(timeout, self._booting)
+        except BootFailed as e:
+            raise self._boot_failed(e.line) from None
         except AgentError as e:
             if not self.alive():
                 raise self._died("the guest agent") from None
@@ -95,7 +101,24 @@ class Machine(ABC):
         """" (rc N)" when the backend knows how its QEMU ended, else ""."""
         return ""
 
+    def _booting(self):
+        """alive() for the waits of a boot: BootFailed as soon as the
+        console says the boot failed (the guest may run on, but will never
+        be ready)."""
+        line = self.console.boot_failure()
+        if line:
+            raise BootFailed(line, line)
+        return self.alive()
+
+    def _boot_failed(self, line):
+        """One line: the host, the console line that says why."""
+        ended = "" if self.alive() else f"; QEMU exited{self.exit_status()}"
+        return VmError(f"{self.name}: boot failed: {line}{ended}")
+
     def _died(self, what):
+        line = self.console.boot_failure()
+        if line:
+            return self._boot_failed(line)
         try:
             log = Path(self.log_path()).read_text(errors="replace")
         except OSError:
@@ -126,6 +149,20 @@ class Machine(ABC):
 
     def __exit__(self, *exc):
         self.stop()
+
+    def set_link(self, nic, up):
+        """The link of NIC (its TapNic name) up or down, as a cable
+        plugged or pulled: the guest's driver sees its carrier come or go,
+        and no frame passes either way while it is down."""
+        raise VmError(f"{self.name}: the {type(self).__name__} machine "
+                      "cannot set a link's state")
+
+    def _nic_index(self, nic):
+        for i, n in enumerate(self.spec.nics):
+            if n.name == nic:
+                return i
+        raise VmError(f"{self.name}: no NIC {nic!r} (its NICs: "
+                      f"{', '.join(n.name for n in self.spec.nics)})")
 
 
 class Backend(ABC):

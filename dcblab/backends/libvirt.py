@@ -47,6 +47,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
 from ..core import paths, proc
+from ..core.ns import in_netns
 from ..guest.agent import AgentError, AgentTimeout, Commands
 from ..guest.console import Console
 from .base import Backend, Machine, VmError, register
@@ -92,10 +93,15 @@ security_driver = "none"
 
 # sh, run by unshare in a private mount namespace inside the lab's netns.
 # $1 lab's libvirt dir, $2 the shared cache, $3 the lab's run dir, $4 the
-# pid file (its name carries the run id), $5 libvirtd.
+# pid file (its name carries the run id), $5 libvirtd. Every mount is -n:
+# without it util-linux's mount records it in /run/mount/utab, and this
+# script runs while /run is still the host's (the first such mount on a
+# machine creates /run/mount there). The sysfs shows the lab's netns (what
+# `ip netns exec` would mount).
 NS_SCRIPT = r"""
 set -e
 R=$1
+mount -n -t sysfs dcblab-sys /sys
 mount -n --bind "$R/etc" /etc/libvirt
 mount -n --bind "$R/passwd" /etc/passwd
 mount -n --bind "$R/group" /etc/group
@@ -104,7 +110,7 @@ mkdir "$R/ns/run/libvirt" "$R/ns/run/lock"
 mount -n --bind "$R/run" "$R/ns/run/libvirt"
 case $3 in /run/*)
     mkdir -p "$R/ns/run/${3#/run/}"
-    mount --bind "$3" "$R/ns/run/${3#/run/}";;
+    mount -n --bind "$3" "$R/ns/run/${3#/run/}";;
 esac
 mount -n -t tmpfs -o mode=0755,size=1m dcblab-var "$R/ns/var"
 mkdir -p "$R/ns/var/lib/libvirt" "$R/ns/var/log/libvirt" \
@@ -196,11 +202,11 @@ class Daemon:
             raise VmError(f"{LIBVIRTD} not found: {INSTALL}")
         libvirt, _ = _libvirt()
         cache = self._files()
-        argv = ["ip", "netns", "exec", self.netns,
+        argv = in_netns(self.netns, [
                 "unshare", "--mount", "--propagation", "private", "--",
                 "sh", "-c", NS_SCRIPT,
                 "dcblab-libvirtd", str(self.root), str(cache),
-                str(self.labdir), f"libvirtd.{self.tag}.pid", LIBVIRTD]
+                str(self.labdir), f"libvirtd.{self.tag}.pid", LIBVIRTD])
         t0 = time.monotonic()
         with open(self.root / "log" / "libvirtd.out", "wb") as out:
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
@@ -444,6 +450,33 @@ class LibvirtVm(Machine):
             except (libvirt.libvirtError, VmError):
                 return
             time.sleep(0.05)
+
+    def set_link(self, nic, up):
+        """The interface's <link state='up|down'/>, as `virsh
+        domif-setlink` sets it: its live XML, changed only there, given
+        back to virDomainUpdateDeviceFlags; libvirt tells QEMU
+        (set_link), and the guest's driver sees its carrier come or go."""
+        import xml.etree.ElementTree as ET  # only this method needs it
+        libvirt, _ = _libvirt()
+        mac = self.spec.nics[self._nic_index(nic)].mac
+        state = "up" if up else "down"
+        try:
+            dom = self.domain()
+            iface = next((i for i in ET.fromstring(dom.XMLDesc(0)).iter(
+                "interface") if i.find(f"mac[@address='{mac}']") is not None),
+                None)
+            if iface is None:
+                raise VmError(f"{self.name}: no interface with MAC {mac} "
+                              f"({nic}) in its live domain XML")
+            link = iface.find("link")
+            if link is None:
+                link = ET.SubElement(iface, "link")
+            link.set("state", state)
+            dom.updateDeviceFlags(ET.tostring(iface, encoding="unicode"),
+                                  libvirt.VIR_DOMAIN_AFFECT_LIVE)
+        except libvirt.libvirtError as e:
+            raise VmError(f"{self.name}: {nic}: libvirt could not set its "
+                          f"link {state}: {_err(e)}") from None
 
 
 @register

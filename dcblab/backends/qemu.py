@@ -22,10 +22,11 @@ import time
 from pathlib import Path
 
 from ..core import paths, proc
+from ..core.ns import in_netns
 from ..core.errors import UsageError
 from ..guest import qmp
 from ..guest.agent import Agent, AgentError
-from ..guest.console import Console, ConsoleTimeout
+from ..guest.console import BootFailed, Console, ConsoleTimeout
 from .base import Backend, Machine, VmError, VmSpec, register
 
 
@@ -123,7 +124,7 @@ class QemuVm(Machine):
                                 f"mq={'on' if q > 1 else 'off'},"
                                 f"vectors={2 * q + 2},romfile="]
         if s.netns:
-            argv = ["ip", "netns", "exec", s.netns, *argv]
+            argv = in_netns(s.netns, argv)
         return argv
 
     # --- lifecycle -------------------------------------------------------------
@@ -206,6 +207,14 @@ class QemuVm(Machine):
         except (ProcessLookupError, PermissionError):
             pass
 
+    def set_link(self, nic, up):
+        """QMP set_link on the NIC's netdev (n0, n1, ...): QEMU marks the
+        tap's end and the virtio NIC down (the guest's driver sees its
+        carrier go; frames either way are dropped) or up again."""
+        i = self._nic_index(nic)
+        with qmp.Qmp(self.rundir / "qmp.sock", timeout=5.0) as q:
+            q.execute("set_link", {"name": f"n{i}", "up": bool(up)})
+
 
 @register
 class QemuBackend(Backend):
@@ -235,14 +244,18 @@ def probe_kvm(kernel, initrd, timeout=PROBE_TIMEOUT):
     """True if a KVM guest reaches init's probe line within timeout."""
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         return False
-    with tempfile.TemporaryDirectory(prefix="dcblab-probe-") as d:
+    # In the build directory, not /tmp: an `up` killed during the probe
+    # leaves nothing outside the places a lab may write.
+    paths.build_dir().mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="kvm-probe-",
+                                     dir=paths.build_dir()) as d:
         vm = QemuVm(VmSpec("kvm-probe", kernel, initrd, cpus=1, accel="kvm",
                            cmdline=("dcblab.probe",)), d)
         try:
             vm.start()
             vm.console.wait_for(r"dcblab-init: probe ok", timeout, vm.alive)
             return True
-        except (ConsoleTimeout, VmError):
+        except (ConsoleTimeout, BootFailed, VmError):
             return False
         finally:
             vm.stop(grace=1.0)

@@ -15,10 +15,13 @@ from ..core import paths, proc
 from ..core.errors import DcblabError, UsageError
 from ..lab import Lab, leftovers
 from ..scenarios import app_chain, negotiate, two_cgroups_at_once
+from ..scenarios.soak import (DEFAULT_BUDGET_S, DEFAULT_CLEAN, DEFAULT_KILLED,
+                              soak)
 from ..testing import LabHandle
 from ..testing.dcb import fresh_lldpad
 from ..topology import load
 from .common import need_images, say, sigterm_as_exit
+from .soak import cycle_line, header, plan_line
 
 __all__ = ["add_parsers", "bench", "topology_with_cpus"]
 
@@ -492,6 +495,56 @@ def _fabric_rows(args, accel):
     ]
 
 
+# --- the soak ----------------------------------------------------------------
+
+def _soak_rows(args):
+    """`dcblab soak` with bench's numbers (the issue's by default): its
+    cycles, leaks, up/down medians, duration and descriptor drift."""
+    def start(seed, cycles):
+        say(f"bench: {plan_line(seed, cycles, args.soak_budget)}")
+        say(header())
+    r = soak(args.soak_seed, args.soak_clean, args.soak_killed,
+             args.soak_budget, on_start=start,
+             on_cycle=lambda c: say(cycle_line(c)))
+    med = statistics.median
+    kinds = r.kinds()
+    budget = "; stopped by its budget" if r.stopped == "budget" else ""
+    rows = [("soak: cycles run", f"{len(r.cycles)}/{len(r.planned)}",
+             f"{kinds['clean']} up/exec/down, {kinds['killed']} with `up`, "
+             "the keeper or pytest SIGKILLed then `dcblab reap`; seed "
+             f"{r.seed}{budget}"),
+            ("  cycles that leaked", f"{r.leaks}",
+             r.report or "census after each: QEMUs, libvirtds, processes, "
+             "netns, taps, run dirs, mounts, files written, driver fds")]
+    if r.ups():
+        by = ", ".join(f"{b} {med(r.ups(b)):.2f}" for b in ("qemu", "libvirt")
+                       if r.ups(b))
+        rows.append(("  `dcblab up` from a shell", f"{med(r.ups()):.2f} s",
+                     f"median of {len(r.ups())} clean cycles ({by} s), "
+                     "interpreter start included"))
+    if r.downs():
+        rows.append(("  `dcblab down` from a shell",
+                     f"{med(r.downs()):.2f} s",
+                     f"median of {len(r.downs())}"))
+    if r.settles():
+        rows.append(("  killed lab gone after", f"{med(r.settles()):.2f} s",
+                     f"median of {len(r.settles())}, max "
+                     f"{max(r.settles()):.2f} s: SIGKILL to its run dir "
+                     "unheld, by its own keeper or guard"))
+    rows += [
+        ("  soak duration", f"{r.seconds:.0f} s",
+         f"budget {r.budget_s:.0f} s; load {r.load_start[0]:.1f} -> "
+         f"{r.load_end[0]:.1f}, {r.other_qemus} other QEMUs at start"),
+        ("  driver fd drift", f"{r.fds_end - r.fds_start:+d}",
+         f"{r.fds_start} -> {r.fds_end} open in the soak's process"),
+        ("  host file handles drift",
+         f"{r.file_handles_end - r.file_handles_start:+d}",
+         f"{r.file_handles_start} -> {r.file_handles_end} allocated "
+         "(/proc/sys/fs/file-nr), the whole machine's"),
+    ]
+    return rows
+
+
 def bench(args):
     accel = choose_accel(paths.bzimage(), paths.initramfs())
     med = statistics.median
@@ -526,6 +579,8 @@ def bench(args):
         rows += _dcbx_rows(topo, args, accel)
     if args.fabric_runs:
         rows += _fabric_rows(args, accel)
+    if args.soak_clean or args.soak_killed:
+        rows += _soak_rows(args)
     if args.suite:
         rows += _suite_rows()
     say(f"\n{'figure':<36} {'value':>10}  how measured ({accel}, "
@@ -574,6 +629,17 @@ def add_parsers(sub):
                    help="dcb-fabric labs to time up, the switch's forwarding "
                         "rate and the ETS share error in (default 2; 0 "
                         "skips)")
+    p.add_argument("--soak-clean", type=int, default=DEFAULT_CLEAN,
+                   help=f"soak: up/exec/down cycles (default {DEFAULT_CLEAN};"
+                        " 0 with --soak-killed 0 skips the soak)")
+    p.add_argument("--soak-killed", type=int, default=DEFAULT_KILLED,
+                   help="soak: cycles with a SIGKILL, then reap (default "
+                        f"{DEFAULT_KILLED})")
+    p.add_argument("--soak-seed", type=int,
+                   help="soak: the seed (default: a random one, printed)")
+    p.add_argument("--soak-budget", type=float, default=DEFAULT_BUDGET_S,
+                   help="soak: seconds it may take (default "
+                        f"{DEFAULT_BUDGET_S:.0f})")
     p.add_argument("--no-suite", dest="suite", action="store_false",
                    help="skip the warm and cold-check `make test` runs "
                         "(minutes; each boots a lab)")

@@ -13,7 +13,7 @@ import termios
 from pathlib import Path
 
 from ..core.cmd import CmdError
-from ..core.errors import UsageError
+from ..core.errors import UnknownName, UsageError
 from ..lab import LabError, attach_guest, read_state
 from .common import lab_name, named, note, say
 
@@ -251,32 +251,76 @@ def _pcp_counts(m, dev):
     from ..testing.traffic import pcp_packets  # only `pcp` needs it
     try:
         return pcp_packets(m, dev)
-    except CmdError:  # no clsact on dev yet
-        return {}
+    except CmdError as e:
+        if "Cannot find device" in e.stderr:
+            raise
+        return {}  # no clsact on dev yet
+
+
+def _no_device(host, dev):
+    """The one line for a --dev the guest does not have."""
+    from ..lab import baseline_devices
+    return UnknownName(f"pcp: {host.name} has no device {json.dumps(dev)} "
+                       f"(its devices: {', '.join(baseline_devices(host))}): "
+                       "name one with --dev")
 
 
 def cmd_pcp(args):
+    from ..topology import load
     m = _guest(args)
-    counts = _pcp_counts(m, args.dev)
-    armed = False
-    if args.rearm or not counts:
-        if args.rearm:
-            m.run(["tc", "qdisc", "del", "dev", args.dev, "clsact"],
-                  check=False)
-        from ..testing.traffic import pcp_filters
-        pcp_filters(m, args.dev, args.vlan)
-        counts = _pcp_counts(m, args.dev)
-        armed = True
+    host = load(read_state(lab_name(args))["topology"]).host(args.host)
+    ports = ", ".join(n.name for n in host.nics)
+    if host.is_switch:
+        # Its ports count every frame per PCP in their trust filters
+        # (dcblab.lab.switch): there is nothing to arm, nor one VLAN.
+        if args.dev is None:
+            raise UsageError(f"pcp: {host.name} is a switch: it has no "
+                             f"eth0; name one of its ports ({ports}) with "
+                             f"--dev, e.g. `dcblab pcp {host.name} --dev "
+                             f"{host.nics[0].name}`")
+        for given, what in ((args.rearm, "--rearm"),
+                            (args.vlan is not None, "--vlan")):
+            if given:
+                raise UsageError(f"pcp {what}: {host.name} is a switch: "
+                                 "its ports' trust filters count every "
+                                 "VLAN from its setup on; they are not "
+                                 "armed by pcp")
+    dev = args.dev or "eth0"
+    vlan = None if host.is_switch else \
+        (100 if args.vlan is None else args.vlan)
+    try:
+        counts = _pcp_counts(m, dev)
+        armed = False
+        if host.is_switch and not counts:
+            raise UsageError(f"pcp: {host.name} {dev} has no per-PCP "
+                             f"counters: a switch counts on its ports' "
+                             f"ingress ({ports})")
+        if args.rearm or not counts:
+            if args.rearm:
+                m.run(["tc", "qdisc", "del", "dev", dev, "clsact"],
+                      check=False)
+            from ..testing.traffic import pcp_filters
+            pcp_filters(m, dev, vlan)
+            counts = _pcp_counts(m, dev)
+            armed = True
+    except CmdError as e:
+        if "Cannot find device" in e.stderr:
+            raise _no_device(host, dev) from None
+        raise
     if args.json:
-        print(json.dumps({"host": args.host, "dev": args.dev,
-                          "vlan": args.vlan, "armed_now": armed,
+        print(json.dumps({"host": args.host, "dev": dev, "vlan": vlan,
+                          "armed_now": armed,
                           "pcp": [counts.get(p, 0) for p in range(8)]}))
         return 0
     if armed:
-        note(f"{args.host}: armed per-PCP counters on {args.dev} ingress "
-             f"(tc flower vlan_id {args.vlan} vlan_prio 0..7); run again to "
+        note(f"{args.host}: armed per-PCP counters on {dev} ingress "
+             f"(tc flower vlan_id {vlan} vlan_prio 0..7); run again to "
              "read them, `dcblab reset` removes them")
-    say(f"{args.host} {args.dev} ingress, VLAN {args.vlan}: frames per PCP")
+    if host.is_switch:
+        say(f"{args.host} {dev} ingress, every VLAN (the switch's trust "
+            "filters): frames per PCP")
+    else:
+        say(f"{args.host} {dev} ingress, VLAN {vlan}: frames per PCP")
     say("  " + " ".join(f"{p:>7}" for p in range(8)))
     say("  " + " ".join(f"{counts.get(p, 0):>7}" for p in range(8)))
     return 0
@@ -318,9 +362,11 @@ def add_parsers(sub):
                                          "a guest (arms the counters the "
                                          "first time)"))
     p.add_argument("host")
-    p.add_argument("--dev", default="eth0", help="device (default eth0)")
-    p.add_argument("--vlan", type=int, default=100,
-                   help="VLAN id to count (default 100)")
+    p.add_argument("--dev", help="device (default eth0; on a switch one of "
+                                 "its ports, swpN, must be named)")
+    p.add_argument("--vlan", type=int,
+                   help="VLAN id to count (default 100; a switch's ports "
+                        "count every VLAN)")
     p.add_argument("--rearm", action="store_true",
                    help="remove the counters and arm them again (zero)")
     p.add_argument("-j", "--json", action="store_true", help="JSON output")

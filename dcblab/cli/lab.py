@@ -19,12 +19,10 @@ def cmd_up(args):
     need_images()
     sigterm_as_exit()
     lab = Lab(topo, args.name, backend=args.backend)
-    links = len(topo.links)
     # With -j, stdout carries the JSON only: progress goes to stderr.
     log = note if args.json else say
     log(f"dcblab up: lab {lab.name} from {args.topology} "
-        f"({len(topo.hosts)} host{'s' if len(topo.hosts) != 1 else ''}, "
-        f"{links} link{'s' if links != 1 else ''})")
+        f"({_machines(topo)})")
     timings = lab.up(owner_pid=None, progress=log)
     info = lab.state.get("backend_info", {})
     if args.json:
@@ -39,6 +37,20 @@ def cmd_up(args):
         log("dcblab up: virsh reaches this lab's libvirtd with:")
         print(f"export LIBVIRT_DEFAULT_URI='{info['uri']}'", flush=True)
     return 0
+
+
+def _count(n, what):
+    return f"{n} {what}{'es' if what.endswith('h') else 's'}" if n != 1 \
+        else f"1 {what}"
+
+
+def _machines(topo):
+    """"3 hosts, 1 switch, 3 links": hosts and switches counted apart."""
+    switches = len(topo.switches)
+    parts = [_count(len(topo.hosts) - switches, "host")]
+    if switches:
+        parts.append(_count(switches, "switch"))
+    return ", ".join(parts + [_count(len(topo.links), "link")])
 
 
 def _ask_guest(machine, entry):

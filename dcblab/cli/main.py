@@ -14,9 +14,10 @@ __all__ = ["main", "parser"]
 _GROUPS = {
     "lab": ("up", "status", "down", "restart", "reap"),
     "guest": ("exec", "shell", "console", "logs", "cp", "reset", "pcp"),
-    "wire": ("capture",),
+    "wire": ("capture", "link"),
     "demo": ("demo",),
     "bench": ("bench",),
+    "soak": ("soak",),
     "plot": ("plot",),
     "top": ("top",),
     "course": ("lab",),

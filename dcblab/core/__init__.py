@@ -10,6 +10,6 @@ __all__, __getattr__, __dir__ = surface(__name__, {
     "paths": ("paths",),
     "proc": ("proc",),
     "cmd": ("CmdError", "run"),
-    "errors": ("DcblabError", "ScenarioError", "UsageError"),
+    "errors": ("DcblabError", "ScenarioError", "UnknownName", "UsageError"),
     "flavours": ("FLAVOURS", "Flavour", "flavour"),
 })

@@ -5,13 +5,21 @@ pid still the process we started (start time), is it a zombie, which
 processes carry a run id on their command line, and SIGTERM-then-SIGKILL.
 """
 
+import ctypes
 import os
 import signal
 import time
 from pathlib import Path
 
+_PR_SET_CHILD_SUBREAPER = 36
+
 __all__ = ["start_time", "alive", "zombie", "running", "pids_with_tag",
-           "kill", "meminfo_used_kib", "rss_kib"]
+           "kill", "meminfo_used_kib", "rss_kib", "cmdline_head", "zombies",
+           "set_subreaper", "reap_adopted", "LAB_COMMANDS"]
+
+# The command names (comm, 15 characters) of the processes a lab starts
+# besides Python: what a leak of a dead lab's processes would show as.
+LAB_COMMANDS = ("qemu-system-x86", "libvirtd", "nsenter", "unshare")
 
 
 def _stat_fields(pid):
@@ -94,3 +102,68 @@ def rss_kib(pid):
     except OSError:
         pass
     return 0
+
+
+def cmdline_head(pid, words=2):
+    """The first words of a process's command line ("" once it is gone)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return ""
+    return " ".join(a.decode(errors="replace") for a in argv[:words])
+
+
+def zombies(commands=LAB_COMMANDS, parents=None):
+    """"PID COMM" of zombie processes whose command is one of COMMANDS
+    (and, with PARENTS, a function of the parent's pid, whose parent it
+    accepts)."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            text = (d / "stat").read_text()
+        except OSError:
+            continue
+        comm = text[text.find("(") + 1:text.rfind(")")]
+        fields = text.rsplit(")", 1)[1].split()
+        if fields and fields[0] == "Z" and comm in commands and \
+                (parents is None or parents(int(fields[1]))):
+            found.append(f"{d.name} {comm}")
+    return found
+
+
+def set_subreaper(on=True):
+    """Make this process the one orphans of its descendants are re-parented
+    to (PR_SET_CHILD_SUBREAPER), as init would be. On machines whose PID 1
+    never reaps (this one's), that is where a dead lab's orphans would
+    stay zombies."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+
+
+def reap_adopted(mine=(), commands=None):
+    """Wait for this process's zombie children that it did not start
+    itself (pids not in MINE; with COMMANDS, only those whose comm is one
+    of them): orphans it adopted as a subreaper. Returns "PID COMM" of
+    each."""
+    me, reaped = os.getpid(), []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) in mine:
+            continue
+        try:
+            text = (d / "stat").read_text()
+        except OSError:
+            continue
+        fields = text.rsplit(")", 1)[1].split()
+        comm = text[text.find("(") + 1:text.rfind(")")]
+        if commands is not None and comm not in commands:
+            continue
+        if fields[0] == "Z" and int(fields[1]) == me:
+            try:
+                os.waitpid(int(d.name), os.WNOHANG)
+                reaped.append(f"{d.name} {comm}")
+            except ChildProcessError:
+                pass
+    return reaped

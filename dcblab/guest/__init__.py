@@ -7,6 +7,7 @@ from ..core.lazy import surface
 __all__, __getattr__, __dir__ = surface(__name__, {
     "agent": ("Agent", "AgentError", "AgentTimeout", "Commands", "Result",
               "STREAM_TOOL"),
-    "console": ("SPLAT_PATTERNS", "Console", "ConsoleTimeout", "find_splats"),
+    "console": ("SPLAT_PATTERNS", "BOOT_FAILURES", "Console", "ConsoleTimeout",
+                "BootFailed", "find_splats", "find_boot_failure"),
     "qmp": ("Qmp", "QmpError"),
 })

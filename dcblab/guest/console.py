@@ -2,8 +2,9 @@
 
 QEMU writes each guest's serial console to a log file.  A ``Console`` reads
 that file incrementally: ``wait_for()`` blocks until a line matches (bounded
-by a timeout that names what was awaited) and ``splats()`` returns the
-kernel error reports that appeared since the last look.
+by a timeout that names what was awaited), ``splats()`` returns the
+kernel error reports that appeared since the last look, and
+``boot_failure()`` the first line saying the guest's boot failed.
 """
 
 import os
@@ -13,7 +14,8 @@ from pathlib import Path
 
 from ..core.errors import DcblabError
 
-__all__ = ["SPLAT_PATTERNS", "Console", "ConsoleTimeout", "find_splats"]
+__all__ = ["SPLAT_PATTERNS", "BOOT_FAILURES", "Console", "ConsoleTimeout",
+           "BootFailed", "find_splats", "find_boot_failure"]
 
 # What the kernel prints when something went wrong inside it.
 SPLAT_PATTERNS = (
@@ -30,6 +32,21 @@ SPLAT_PATTERNS = (
 _SPLAT_RE = re.compile("|".join(re.escape(p) for p in SPLAT_PATTERNS))
 # Lines of context quoted after the first splat line of a report.
 _CONTEXT = 12
+
+# What a console says when a guest's boot failed: the guest will never be
+# ready, so whoever waits for it stops at once, naming the line. A panic
+# (panic=-1 and QEMU's -no-reboot end the VM at once; its line is the
+# reason); an initramfs that did not fit in the rootfs tmpfs (init runs
+# without the files cut off, the archive's last: the agent may answer,
+# whatever needs them fails later); a step of the guest's init that
+# failed (guest-image/init).
+BOOT_FAILURES = (
+    "Kernel panic - not syncing: ",
+    "Initramfs unpacking failed: ",
+    "dcblab-init: FAILED: ",
+)
+_BOOT_FAILURE_RE = re.compile("^.*(?:" + "|".join(
+    re.escape(p) for p in BOOT_FAILURES) + ").*$", re.M)
 
 
 def find_splats(text):
@@ -49,8 +66,24 @@ def find_splats(text):
     return found
 
 
+def find_boot_failure(text):
+    """The first console line that says the boot failed (BOOT_FAILURES),
+    stripped, or None."""
+    m = _BOOT_FAILURE_RE.search(text)
+    return m.group(0).strip() if m else None
+
+
 class ConsoleTimeout(DcblabError, TimeoutError):
     pass
+
+
+class BootFailed(DcblabError):
+    """The console said the guest's boot failed; ``line`` is what it
+    said."""
+
+    def __init__(self, message, line):
+        super().__init__(message)
+        self.line = line
 
 
 class Console:
@@ -77,6 +110,10 @@ class Console:
         except FileNotFoundError:
             return 0
 
+    def boot_failure(self):
+        """The first line of this boot saying it failed, or None."""
+        return find_boot_failure(self.text())
+
     def splats(self, since=None):
         """Splats printed after offset ``since`` (default: since last call)."""
         start = self._splat_offset if since is None else since
@@ -98,13 +135,20 @@ class Console:
         """Block until a console line matches ``pattern``; return the match.
 
         ``alive`` is a callable returning False once the guest is gone, so a
-        dead guest fails at once rather than at the timeout.
+        dead guest fails at once rather than at the timeout. A line of
+        BOOT_FAILURES raises BootFailed at once, even after the match: an
+        init that started from a broken initramfs is no boot.
         """
         rx = re.compile(pattern)
         deadline = time.monotonic() + timeout
         delay = 0.005
         while True:
-            m = rx.search(self.text()[since:])
+            text = self.text()[since:]
+            failed = find_boot_failure(text)
+            if failed:
+                raise BootFailed(f"{self.name}: the boot failed: {failed} "
+                                 f"(console {self.path})", failed)
+            m = rx.search(text)
             if m:
                 return m
             if alive is not None and not alive():

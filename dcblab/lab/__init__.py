@@ -12,9 +12,11 @@ __all__, __getattr__, __dir__ = surface(__name__, {
     "dcbx": ("LLDPAD_LOG", "lldpad_pid", "start_lldpad", "stop_lldpad",
              "DCBAPP_LOG", "dcbapp_pid", "start_dcbapp", "stop_dcbapp"),
     "keeper": ("host_spec",),
+    "memory": ("MARGIN_MIB", "ImageFloor", "ImageError", "check_memory",
+               "image_floor", "initramfs_unpacked", "kernel_init_size"),
     "lab": ("Lab",),
     "reaper": ("leftovers", "reap", "run_pids", "run_tag", "teardown"),
     "runs": ("LabError", "check_name", "keeper_alive", "lab_dir", "list_labs",
-             "rc_text", "read_state", "run_root"),
-    "wire": ("Wire", "list_netns", "netns_name", "netns_run_id"),
+             "owned", "rc_text", "read_state", "run_dirs", "run_root"),
+    "wire": ("Wire", "named_netns", "netns_exists", "netns_path"),
 })

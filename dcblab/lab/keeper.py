@@ -30,13 +30,14 @@ Protocol on keeper.sock: one JSON object per line each way. A request
 ``{"op": ...}`` gets one reply, ``{"ok": true, ...}`` or
 ``{"ok": false, "error": "...", "kind": "..."}``. Ops: ``call`` (one
 qemu-guest-agent command for one host), ``status``, ``restart``,
-``disown``, ``down``.
+``set_link`` (a guest NIC's link up or down), ``disown``, ``down``.
 """
 
 import argparse
 import ctypes
 import json
 import os
+import select
 import signal
 import socket
 import sys
@@ -50,14 +51,13 @@ from ..core import paths, proc
 from ..core.errors import DcblabError
 from ..core.flavours import flavour
 from ..guest.agent import AgentTimeout
-from ..topology import load
 from . import wire
 from .baseline import apply_baseline
 from .dcbx import app_readvertise_script, dcbx_script, start_lldpad
 from .switch import run_script
 from .reaper import run_pids, run_tag, teardown
-from .runs import (SOCKET, TOPOLOGY, LabError, lab_dir, rc_text,
-                   read_state, write_state)
+from .runs import (SOCKET, TOPOLOGY, LabError, lab_dir,
+                   load_lab_topology, rc_text, read_state, write_state)
 
 __all__ = ["main", "host_spec"]
 _PR_SET_PDEATHSIG = 1
@@ -89,7 +89,7 @@ class Keeper:
     def __init__(self, name, backend, flavour_name, owner_pid, accel):
         self.name = name
         self.dir = lab_dir(name)
-        self.topology = load(self.dir / TOPOLOGY)
+        self.topology = load_lab_topology(name, self.dir / TOPOLOGY)
         self.backend = backends.get(backend)
         self.flavour = flavour(flavour_name)
         self.owner_pid = owner_pid
@@ -100,13 +100,22 @@ class Keeper:
         self.machines = {}
         self.hosts = {}          # host name -> its state.json entry
         self.locks = {h.name: threading.Lock() for h in self.topology.hosts}
+        self.stop_reason = "stop requested"
         # Agent commands served per host: a client that sees no change
         # knows nobody touched the guest since it last looked.
         self.calls = {h.name: 0 for h in self.topology.hosts}
+        # "HOST:NIC" of the NICs whose cable set_link pulled: a restored
+        # lab plugs them back (testing/handle.py); a restart does.
+        self.unplugged = set()
         self.status = "starting"
         self.stopping = threading.Event()
         self.stopped = threading.Event()
         self.state_lock = threading.Lock()
+        # Held while a guest is started, so that an abort of the bring-up
+        # (abort_bringup) sees every guest started before it and none
+        # after it.
+        self.start_lock = threading.Lock()
+        self.aborted = False
         self.source = None
 
     # --- state ---------------------------------------------------------------
@@ -133,9 +142,13 @@ class Keeper:
                          (run_tag(self.run_id),))
 
     def start_host(self, host):
-        m = self.backend.machine(self.spec(host), self.dir / host.name)
-        self.machines[host.name] = m
-        m.start()
+        with self.start_lock:
+            if self.aborted:
+                raise LabError(f"{host.name}: not started: the lab is "
+                               "stopping")
+            m = self.backend.machine(self.spec(host), self.dir / host.name)
+            self.machines[host.name] = m
+            m.start()
         self.hosts[host.name] = {"pid": m.pid, "rundir": str(m.rundir),
                                  "state": "starting", "rc": None,
                                  "log": str(m.log_path())}
@@ -188,18 +201,37 @@ class Keeper:
             if script:
                 run_script(self.machines[sw_name], script, "APP re-advertise")
 
+    def abort_bringup(self):
+        """Stop the bring-up at once: kill every guest started so far (the
+        threads waiting for them see them die) and start no other. down()
+        then removes the rest."""
+        with self.start_lock:
+            self.aborted = True
+            started = list(self.machines.values())
+        pids = [m.pid for m in started if m.pid]
+        if pids:
+            proc.kill(pids, grace=0.5)
+
+    def _check_stopping(self):
+        if self.stopping.is_set():
+            raise LabError(f"lab {self.name}: stopped before it was ready "
+                           f"({self.stop_reason})")
+
     def up(self, say):
         t0 = time.monotonic()
         self.write()
         if not self.accel:
             self.accel = self.backend.accel(paths.bzimage(self.flavour.name),
                                             paths.initramfs())
+        self._check_stopping()
         self.wire.up()
         links = len(self.topology.links)
         say(f"wire: netns {self.wire.netns}, {links} "
             f"link{'s' if links != 1 else ''} ({time.monotonic() - t0:.2f}s)")
+        self._check_stopping()
         t_open = self.backend.open(self.dir, self.wire.netns,
                                    run_tag(self.run_id))
+        self._check_stopping()
         info = self.backend.info()
         if info:
             self.write()
@@ -213,13 +245,21 @@ class Keeper:
             try:
                 timings[host.name] = self.ready_host(host)
             except DcblabError as e:
-                errors.append(f"{host.name}: {e}")
+                # A message names its host once (guest errors do).
+                errors.append(f"{e}" if f"{e}".startswith(f"{host.name}: ")
+                              else f"{host.name}: {e}")
+            except Exception as e:  # noqa: BLE001 - a guest killed under us
+                if not self.stopping.is_set():
+                    raise
+                errors.append(f"{e}" if f"{e}".startswith(f"{host.name}: ")
+                              else f"{host.name}: {e}")
         threads = [threading.Thread(target=ready, args=(h,))
                    for h in self.topology.hosts]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
+        self._check_stopping()
         if errors:
             raise LabError("\n".join(errors))
         if self.topology.dcbx:
@@ -280,6 +320,7 @@ class Keeper:
             entry["state"] = "restarting"
             self.write()
             self.machines[name].stop()
+            self.unplugged -= {f"{name}:{n.name}" for n in host.nics}
             m = self.start_host(host)
             self.write()
             try:
@@ -348,9 +389,16 @@ class Keeper:
             return {"ok": True, "return": self.call(req)}
         if op == "status":
             return {"ok": True, "status": self.status, "hosts": self.hosts,
-                    "calls": self.calls}
+                    "calls": self.calls,
+                    "unplugged": sorted(self.unplugged)}
         if op == "restart":
             return {"ok": True, "timings": self.restart(req["host"])}
+        if op == "set_link":  # a cable pulled or plugged (lab/faults.py)
+            up = bool(req["up"])
+            self.machines[req["host"]].set_link(req["nic"], up)
+            end = f"{req['host']}:{req['nic']}"
+            (self.unplugged.discard if up else self.unplugged.add)(end)
+            return {"ok": True}
         if op == "disown":
             self.owner_pid = self.owner_start = None
             self.write()
@@ -386,15 +434,39 @@ class Keeper:
         return f"host {name} is {state or 'not started'}"
 
 
+def _watch_client(keeper, out, ready):
+    """Until the lab is ready: when the `up` that asked for it is gone (a
+    pipe's write end polls POLLERR once its reader closed: `up` killed,
+    or a pytest session killed in a fixture's set-up) or a stop is asked
+    for (SIGTERM: Ctrl-C in `up`), abort the bring-up at once rather than
+    finish a lab nobody waits for."""
+    poller = select.poll()
+    poller.register(out.fileno(), select.POLLERR)
+    while not ready.is_set():
+        if keeper.stopping.is_set():
+            break
+        if poller.poll(100) and not ready.is_set():
+            keeper.stop_reason = "the `up` that asked for it is gone"
+            keeper.stopping.set()
+            break
+    else:
+        return
+    print(f"keeper: {keeper.stop_reason}: stopping the bring-up",
+          file=sys.stderr, flush=True)
+    keeper.abort_bringup()
+
+
 def _keeper_main(args, out):
     """The keeper proper (child of the guard)."""
+    ready = threading.Event()
+
     def tell(obj):
-        # `up` may be gone (killed): the lab comes up all the same.
         try:
             out.write(json.dumps(obj) + "\n")
             out.flush()
+            return True
         except OSError:
-            pass
+            return False  # `up` is gone: _watch_client stops the bring-up
 
     def say(msg):
         tell({"progress": msg})
@@ -404,23 +476,31 @@ def _keeper_main(args, out):
     keeper.source = args.source
 
     def on_signal(signum, frame):
+        keeper.stop_reason = f"{signal.Signals(signum).name} received"
         keeper.stopping.set()
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     # The guard dies: stop the lab (it can no longer reap for us).
     _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    watcher = threading.Thread(target=_watch_client, args=(keeper, out, ready),
+                               daemon=True)
+    watcher.start()
     srv = None
     try:
         timings = keeper.up(say)
         srv = keeper.serve()
-        if keeper.stopping.is_set():
-            raise LabError("interrupted while starting")
-        tell({"ready": {"run_id": keeper.run_id, "timings": timings}})
+        # Set before the line goes out: `up` exits once it has read it.
+        ready.set()
+        keeper._check_stopping()
+        if not tell({"ready": {"run_id": keeper.run_id, "timings": timings}}):
+            raise LabError(f"lab {keeper.name}: the `up` that asked for it "
+                           "is gone")
         # Nobody reads our stdout any more: our log takes it.
         os.dup2(sys.stderr.fileno(), 1)
         keeper.watch()
         return 0
     except BaseException as e:
+        ready.set()
         msg = str(e) if isinstance(e, DcblabError) else \
             "".join(traceback.format_exception_only(type(e), e)).strip()
         tell({"error": msg or type(e).__name__})
@@ -467,10 +547,14 @@ def _guard(args):
                   file=sys.stderr, flush=True)
             try:
                 st = read_state(args.name)
-                teardown(st["run_id"], st.get("netns"), lab_dir(args.name),
+            except DcblabError:
+                st = {}  # killed before it wrote state.json: nothing ran
+            try:
+                teardown(st.get("run_id"), st.get("netns"),
+                         lab_dir(args.name),
                          say=lambda m: print(f"keeper guard: {m}",
                                              file=sys.stderr, flush=True))
-            except (DcblabError, OSError, KeyError) as e:
+            except OSError as e:
                 print(f"keeper guard: {e}", file=sys.stderr, flush=True)
 
 

@@ -25,12 +25,13 @@ from .. import backends
 from ..core import paths
 from ..core.errors import DcblabError
 from ..core.flavours import flavour
-from ..topology import load
 from . import wire
 from .client import Connection, LabMachine
+from .hostkernel import check_wire_modules
+from .memory import check_memory
 from .reaper import teardown
-from .runs import (TOPOLOGY, LabError, check_name, lab_dir, read_state,
-                   run_root)
+from .runs import (TOPOLOGY, LabError, check_name, lab_dir,
+                   load_lab_topology, make_lab_dir, read_state)
 
 __all__ = ["Lab"]
 
@@ -58,8 +59,8 @@ class Lab:
     def attach(cls, name):
         """The lab NAME as its keeper recorded it."""
         state = read_state(name)
-        lab = cls(load(state["topology"]), name, state.get("backend"),
-                  state.get("flavour"))
+        lab = cls(load_lab_topology(name, state["topology"]), name,
+                  state.get("backend"), state.get("flavour"))
         lab._attach(state)
         return lab
 
@@ -77,13 +78,9 @@ class Lab:
         stops the lab when the owner dies."""
         say = progress or (lambda msg: None)
         paths.check_images(self.flavour.name)
-        run_root().mkdir(mode=0o755, parents=True, exist_ok=True)
-        try:
-            self.dir.mkdir(mode=0o700)
-        except FileExistsError:
-            raise LabError(f"lab {self.name!r} is already up ({self.dir}): "
-                           f"`dcblab down --name {self.name}`, or "
-                           "`dcblab reap` if its keeper died") from None
+        check_memory(self.topology, self.flavour)
+        check_wire_modules()
+        lock = make_lab_dir(self.name)
         t0 = time.monotonic()
         try:
             # Here, not in the keeper: a bad DCBLAB_ACCEL is a usage error.
@@ -91,17 +88,20 @@ class Lab:
                 paths.bzimage(self.flavour.name), paths.initramfs())
             source = Path(self.topology.path)
             (self.dir / TOPOLOGY).write_bytes(source.read_bytes())
-            self._guard = self._start_keeper(owner_pid, accel, source)
+            self._guard = self._start_keeper(owner_pid, accel, source, lock)
         except BaseException:
             teardown(None, None, self.dir)
             raise
+        finally:
+            # The keeper and its guard hold the lock from here on.
+            os.close(lock)
         ready = self._follow(say)
         self.timings = ready["timings"]
         self.timings["total"] = time.monotonic() - t0
         self._attach(self.state)
         return self.timings
 
-    def _start_keeper(self, owner_pid, accel, source):
+    def _start_keeper(self, owner_pid, accel, source, lock):
         argv = [sys.executable, "-m", "dcblab.lab.keeper", self.name,
                 "--backend", self.backend.name, "--flavour", self.flavour.name,
                 "--source", str(source.resolve())]
@@ -114,7 +114,7 @@ class Lab:
             return subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=log,
                                     start_new_session=True, env=env,
-                                    cwd=paths.ROOT)
+                                    cwd=paths.ROOT, pass_fds=(lock,))
 
     def _follow(self, say):
         """The keeper's progress lines until ready; Ctrl-C stops the lab

@@ -1,10 +1,14 @@
 """Removing what dead labs left behind, by run id only.
 
-A lab's processes carry ``dcblab.run=<id>`` on their command line and its
-netns carries ``dcblab-run:<id>`` as the alias of its ``lo``: the reaper
-removes labs whose keeper died (a keeper stops its lab itself when the
-lab's owner dies), and namespaces or processes carrying a run id that no
-live lab claims. It touches nothing else.
+A lab's processes carry ``dcblab.run=<id>`` on their command line, its
+network namespace is bound on a file in its run directory, and its owners
+hold the run directory's lock (runs.py). The reaper removes the run
+directories nobody holds (a lab whose keeper and guard died, or an `up`
+killed before its keeper started), killing the processes of the run id
+their state.json names and unbinding their namespace; then the
+namespaces older versions named in /run/netns (``dcblab-LAB``, carrying
+the run id as the alias of their ``lo``) whose run no live lab claims. It
+touches nothing else.
 """
 
 import json
@@ -13,7 +17,7 @@ from pathlib import Path
 
 from ..core import proc
 from . import wire
-from .runs import keeper_alive, lab_dir, list_labs, run_root
+from .runs import lab_dir, owned, remove_run_root, run_dirs
 
 __all__ = ["run_tag", "run_pids", "teardown", "reap", "leftovers"]
 
@@ -29,19 +33,26 @@ def run_pids(run_id):
 
 
 def teardown(run_id, netns, rundir, say=lambda msg: None):
-    """Kill the run's processes, delete its netns (if it carries the run
-    id) and its run directory."""
+    """Kill the run's processes, unbind its network namespace, remove its
+    run directory (and the run root if it was the last). Each step runs
+    whatever the others did."""
     pids = run_pids(run_id) if run_id else []
     if pids:
         proc.kill(pids)
         say(f"killed {len(pids)} process(es) of run {run_id}")
-    # netns_run_id() is None for a namespace that does not exist.
-    if netns and run_id and wire.netns_run_id(netns) == run_id:
-        wire.delete_netns(netns)
-        say(f"removed netns {netns}")
+    if rundir:
+        netns = netns or str(Path(rundir) / wire.NETNS_FILE)
+    if netns:
+        try:
+            if wire.netns_exists(netns):
+                wire.delete_netns(netns)
+                say(f"removed netns {netns}")
+        except OSError as e:
+            say(f"netns {netns}: {e}")
     if rundir and Path(rundir).exists():
         shutil.rmtree(rundir, ignore_errors=True)
         say(f"removed {rundir}")
+    remove_run_root()
 
 
 def leftovers(name, run_id):
@@ -50,34 +61,46 @@ def leftovers(name, run_id):
     pids = run_pids(run_id)
     if pids:
         left.append(f"processes {pids}")
-    if wire.netns_name(name) in wire.list_netns():
-        left.append(f"netns {wire.netns_name(name)}")
+    if wire.netns_exists(wire.netns_path(name)):
+        left.append(f"netns {wire.netns_path(name)}")
     if lab_dir(name).exists():
         left.append(f"run dir {lab_dir(name)}")
     return left
 
 
+def _state(rundir):
+    try:
+        return json.loads((rundir / "state.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
 def reap(say=print):
-    """Remove what dead labs left behind; returns the run ids reaped."""
+    """Remove what dead labs left behind; returns the run ids reaped (a
+    run directory without state.json counts as run "-")."""
     reaped, live = [], set()
-    for name in list_labs():
-        d = run_root() / name
-        try:
-            st = json.loads((d / "state.json").read_text())
-        except (OSError, ValueError):
+    for d in run_dirs():
+        st = _state(d)
+        if owned(d):
+            if st.get("run_id"):
+                live.add(st["run_id"])
             continue
-        if not keeper_alive(st):
-            say(f"lab {name}: keeper gone, reaping run {st['run_id']}")
-            teardown(st["run_id"], st.get("netns"), d, say)
-            reaped.append(st["run_id"])
+        rid = st.get("run_id")
+        if rid:
+            say(f"lab {d.name}: its keeper is gone, reaping run {rid}")
         else:
-            live.add(st["run_id"])
-    for ns in wire.list_netns():
-        if not ns.startswith("dcblab-"):
-            continue
-        rid = wire.netns_run_id(ns)
+            say(f"lab {d.name}: left by an `up` that died before its keeper "
+                "started, removing it")
+        teardown(rid, st.get("netns"), d, say)
+        reaped.append(rid or "-")
+    for name in wire.named_netns():
+        rid = wire.netns_run_id(f"{wire.NAMED_NETNS_DIR}/{name}")
         if rid and rid not in live:
-            say(f"netns {ns}: run {rid} has no live lab, reaping")
-            teardown(rid, ns, None, say)
+            say(f"netns {name}: run {rid} has no live lab, reaping")
+            pids = run_pids(rid)
+            if pids:
+                proc.kill(pids)
+            wire.delete_named_netns(name)
             reaped.append(rid)
+    remove_run_root()
     return reaped

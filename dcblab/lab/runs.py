@@ -1,25 +1,42 @@
 """Labs on disk: the run root, each lab's run directory and state.json.
 
 State lives in a 0700 run directory, ``/run/dcblab/<name>/``
-(``DCBLAB_RUN`` overrides the parent): ``state.json`` and one
-sub-directory per host with that guest's sockets and logs.
+(``DCBLAB_RUN`` overrides the parent): ``state.json``, the file the lab's
+network namespace is bound on, and one sub-directory per host with that
+guest's sockets and logs. The run root is created by the first lab and
+removed with the last one, so nothing of dcblab stays in /run (a run
+root chosen with DCBLAB_RUN is left where it is).
+
+``lock`` in a run directory is held (flock) by the processes that own the
+lab, from the moment ``up`` makes the directory: by ``up`` until the
+keeper starts, then by the keeper and its guard. A run directory whose
+lock nobody holds belongs to a dead lab, whatever state it got to (even
+one killed before its keeper wrote state.json): the reaper removes it.
 """
 
+import dataclasses
+import errno
+import fcntl
 import json
 import os
 import re
 from pathlib import Path
 
 from ..core import proc
-from ..core.errors import DcblabError, UsageError
+from ..core.errors import DcblabError, UnknownName, UsageError
+from ..topology import load
 
 __all__ = ["LabError", "run_root", "lab_dir", "list_labs", "read_state",
            "write_state", "check_name", "keeper_alive", "rc_text",
-           "NAME_PATTERN", "SOCKET", "TOPOLOGY"]
+           "make_lab_dir", "owned", "run_dirs", "remove_run_root",
+           "load_lab_topology",
+           "NAME_PATTERN", "SOCKET", "TOPOLOGY", "LOCK"]
 
-# In a lab's run directory: the keeper's socket, the topology's copy.
+# In a lab's run directory: the keeper's socket, the topology's copy, the
+# owners' lock.
 SOCKET = "keeper.sock"
 TOPOLOGY = "topology.toml"
+LOCK = "lock"
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,15}$"
 _NAME = re.compile(NAME_PATTERN)
@@ -27,6 +44,11 @@ _NAME = re.compile(NAME_PATTERN)
 
 class LabError(DcblabError):
     """A lab is not up, already up, or could not be brought up."""
+
+
+class UnknownLab(LabError, UnknownName):
+    """No lab of the name the user gave is up (exit 2, as an unknown host
+    or link)."""
 
 
 def run_root():
@@ -44,6 +66,74 @@ def check_name(name):
     return name
 
 
+def make_lab_dir(name):
+    """Make lab NAME's run directory and take its lock: the lock's file
+    descriptor (inheritable: the keeper gets it). LabError if the lab
+    exists."""
+    for _ in range(10):
+        run_root().mkdir(mode=0o755, parents=True, exist_ok=True)
+        try:
+            lab_dir(name).mkdir(mode=0o700)
+        except FileExistsError:
+            raise LabError(f"lab {name!r} is already up ({lab_dir(name)}): "
+                           f"`dcblab down --name {name}`, or `dcblab reap` "
+                           "if its keeper died") from None
+        except FileNotFoundError:
+            continue  # the last lab's down removed the run root meanwhile
+        try:
+            fd = os.open(lab_dir(name) / LOCK,
+                         os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileNotFoundError:
+            raise LabError(f"lab {name}: its run directory was removed "
+                           "while it started (a `dcblab reap` at that "
+                           "instant?): try again") from None
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.set_inheritable(fd, True)
+        return fd
+    raise LabError(f"{run_root()}: cannot create a lab directory there")
+
+
+def owned(rundir):
+    """True while a process holds the lock of the run directory RUNDIR (a
+    lab that is starting, up or stopping). False for a dead lab's, and for
+    a directory without a lock (up killed between its two steps)."""
+    try:
+        fd = os.open(Path(rundir) / LOCK, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            return True
+        raise
+    finally:
+        os.close(fd)
+    return False
+
+
+def run_dirs():
+    """Every lab run directory under the run root, with or without
+    state.json."""
+    root = run_root()
+    try:
+        return sorted(d for d in root.iterdir() if d.is_dir())
+    except FileNotFoundError:
+        return []
+
+
+def remove_run_root():
+    """Remove /run/dcblab once no lab is left in it (rmdir: it fails,
+    harmlessly, while anything is inside). A directory the user chose
+    with DCBLAB_RUN is theirs: it stays."""
+    if os.environ.get("DCBLAB_RUN"):
+        return
+    try:
+        run_root().rmdir()
+    except OSError:
+        pass
+
+
 def list_labs():
     root = run_root()
     if not root.is_dir():
@@ -52,14 +142,21 @@ def list_labs():
                   if (d / "state.json").exists())
 
 
+def load_lab_topology(name, path):
+    """The topology of lab NAME from its run directory's copy at PATH,
+    its errors naming the lab ("lab NAME: unknown host ...") rather than
+    that copy, which the user never wrote."""
+    return dataclasses.replace(load(path), path=f"lab {name}")
+
+
 def read_state(name):
     """The lab's state.json as a dict; LabError naming the labs up if none."""
     try:
         return json.loads((lab_dir(name) / "state.json").read_text())
     except FileNotFoundError:
         known = ", ".join(list_labs()) or "none"
-        raise LabError(f"no lab named {name!r} is up (labs up: {known}); "
-                       "start one with `dcblab up`") from None
+        raise UnknownLab(f"no lab named {name!r} is up (labs up: {known}); "
+                         "start one with `dcblab up`") from None
     except ValueError as e:
         raise LabError(f"{lab_dir(name) / 'state.json'}: unreadable ({e}); "
                        "`dcblab reap` removes it") from None

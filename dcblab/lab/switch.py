@@ -11,8 +11,8 @@ it the dynamic loader, and an agent round trip adds its own.
 from .runs import LabError
 
 __all__ = ["switch_setup_script", "switch_qos_script", "ets_qdisc_args",
-           "port_bands", "dcb_batch", "run_script", "tbf_burst", "BRIDGE",
-           "ETS_HANDLE"]
+           "port_qdiscs", "port_bands", "dcb_batch", "run_script",
+           "tbf_burst", "BRIDGE", "ETS_HANDLE"]
 
 BRIDGE = "br0"
 # Full paths: busybox sh runs its own ip/tc applets before PATH.
@@ -89,6 +89,28 @@ def dcb_batch(port):
     return lines
 
 
+def port_qdiscs(port, between=None):
+    """`tc -batch` lines making a port's egress qdiscs: its shaper (tbf
+    1:) when it has a rate, ETS (ETS_HANDLE) under it when it has DCB.
+    between=(HANDLE, "KIND ARGS..."): that qdisc goes between the two, ETS
+    as its child (a fault on the wire: dcblab.lab.faults)."""
+    lines, parent = [], "root"
+    if port.rate_bps:
+        lines.append(f"qdisc add dev {port.name} root handle 1: tbf "
+                     f"rate {port.rate} burst {tbf_burst(port.rate_bps)} "
+                     "latency 100ms")
+        parent = "parent 1:1"
+    if between:
+        handle, qdisc = between
+        lines.append(f"qdisc add dev {port.name} {parent} handle {handle} "
+                     f"{qdisc}")
+        parent = f"parent {handle}1"
+    if port.dcb:
+        lines.append(f"qdisc add dev {port.name} {parent} handle "
+                     f"{ETS_HANDLE} ets {' '.join(ets_qdisc_args(port.dcb))}")
+    return lines
+
+
 def switch_qos_script(host, dcb=True):
     """Trust-PCP filters, shaper and ETS qdiscs, and (with dcb) the
     ports' DCB: the part of a switch's setup after the bridge. A restore
@@ -101,15 +123,7 @@ def switch_qos_script(host, dcb=True):
             tc.append(f"filter add dev {dev} ingress protocol 802.1Q "
                       f"pref {TRUST_PREF} handle {pcp + 1} flower "
                       f"vlan_prio {pcp} action skbedit priority {pcp}")
-        parent = "root"
-        if port.rate_bps:
-            tc.append(f"qdisc add dev {dev} root handle 1: tbf "
-                      f"rate {port.rate} burst {tbf_burst(port.rate_bps)} "
-                      "latency 100ms")
-            parent = "parent 1:1"
-        if port.dcb:
-            tc.append(f"qdisc add dev {dev} {parent} handle "
-                      f"{ETS_HANDLE} ets {' '.join(ets_qdisc_args(port.dcb))}")
+        tc += port_qdiscs(port)
     # One tc for all (`tc -batch`: a failing line is named as "-:N");
     # 30-odd tc runs took ~4 s of a switch's setup under TCG.
     sh = [f"{TC} -batch - <<'EOF'\n" + "\n".join(tc) + "\nEOF"]

@@ -1,47 +1,80 @@
 """The lab's wire: a private network namespace holding the taps of each link.
 
-Every host-side object of a lab lives in the namespace ``dcblab-<lab>``:
-for each link, the two NICs' multi-queue taps, joined by a tc ``mirred``
+Every host-side object of a lab lives in its own network namespace: for
+each link, the two NICs' multi-queue taps, joined by a tc ``mirred``
 redirect on each tap's ingress, so a frame leaving one guest is handed to
 the other unchanged (802.1Q tag and PCP included, LLDP and other
 link-local frames too, which a bridge would drop). The root namespace gets
 nothing; the taps carry no address and IPv6 is off in the namespace, so
 the host itself never puts a frame on the wire.
 
+The namespace has no name in /run/netns: it is bound on the file
+``netns`` in the lab's run directory (``unshare --net=FILE``), commands
+run in it through ``nsenter --net=FILE``, and ``down`` unmounts and
+removes that file with the rest of the run directory. ``ip netns add``
+would create /run/netns and make it a shared mount on a machine that
+never had one, and both would stay after the lab.
+
 The namespace's ``lo`` carries the lab's run id as its alias
-(``dcblab-run:<id>``): the reaper removes only namespaces that carry one.
+(``dcblab-run:<id>``), for anyone who finds it: `dcblab status` names the
+file, and ``nsenter --net=/run/dcblab/LAB/netns ip link`` shows it.
 """
 
 import hashlib
 import json
+import os
 import subprocess
+from pathlib import Path
 
 from ..core.cmd import CmdError, run
+from ..core.ns import in_netns, is_mountpoint, umount
+from .runs import lab_dir
 
-__all__ = ["Wire", "RUN_ALIAS_PREFIX", "netns_name", "netns_run_id",
-           "list_netns", "delete_netns"]
+__all__ = ["Wire", "RUN_ALIAS_PREFIX", "NETNS_FILE", "netns_path",
+           "netns_exists", "delete_netns", "named_netns", "delete_named_netns"]
 
 RUN_ALIAS_PREFIX = "dcblab-run:"
+NETNS_FILE = "netns"
+# Where `ip netns` keeps named namespaces: dcblab before this version
+# named its labs' namespaces there (dcblab-LAB); the reaper still removes
+# such leftovers.
+NAMED_NETNS_DIR = Path("/run/netns")
 
 
-def netns_name(lab):
-    return f"dcblab-{lab}"
+def netns_path(lab):
+    """The file a lab's network namespace is bound on."""
+    return lab_dir(lab) / NETNS_FILE
 
 
-def list_netns():
-    out = run(["ip", "netns", "list"]).stdout
-    return [line.split()[0] for line in out.splitlines() if line.strip()]
+def netns_exists(netns):
+    return bool(netns) and is_mountpoint(netns)
 
 
-def delete_netns(ns):
-    """Remove a namespace (its taps go with it) if it exists."""
-    if ns in list_netns():
-        run(["ip", "netns", "del", ns], check=False)
+def delete_netns(netns):
+    """Unbind a lab's namespace and remove its file; the namespace (and
+    its taps) goes when the last process in it exits. Idempotent."""
+    if netns_exists(netns):
+        umount(netns)
+    try:
+        os.unlink(netns)
+    except FileNotFoundError:
+        pass
 
 
-def netns_run_id(ns):
-    """The run id a dcblab namespace carries, or None."""
-    r = run(["ip", "-n", ns, "-j", "link", "show", "lo"], check=False)
+def named_netns():
+    """Names of dcblab namespaces in /run/netns (left by older versions);
+    reads the directory only, so it creates nothing."""
+    try:
+        return sorted(n for n in os.listdir(NAMED_NETNS_DIR)
+                      if n.startswith("dcblab-"))
+    except FileNotFoundError:
+        return []
+
+
+def netns_run_id(netns):
+    """The run id a dcblab namespace (a file) carries, or None."""
+    r = run(in_netns(netns, ["ip", "-j", "link", "show", "lo"]),
+            check=False)
     try:
         alias = json.loads(r.stdout)[0].get("ifalias", "")
     except (ValueError, IndexError):
@@ -51,6 +84,10 @@ def netns_run_id(ns):
     return None
 
 
+def delete_named_netns(name):
+    run(["ip", "netns", "del", name], check=False)
+
+
 class Wire:
     """Create and remove one lab's namespace and taps."""
 
@@ -58,7 +95,7 @@ class Wire:
         self.topology = topology
         self.lab = lab
         self.run_id = run_id
-        self.netns = netns_name(lab)
+        self.netns = str(netns_path(lab))
 
     @staticmethod
     def tap(nic):
@@ -71,45 +108,55 @@ class Wire:
         return (f"02:dc:{h[0]:02x}:{h[1]:02x}:"
                 f"{host.index:02x}:{nic.index:02x}")
 
-    def _ip(self, *args):
-        return run(["ip", "-n", self.netns, *args])
+    def argv(self, argv):
+        """ARGV as run inside the lab's namespace."""
+        return in_netns(self.netns, argv)
+
+    def run(self, argv, **kw):
+        """Run ARGV inside the lab's namespace (dcblab.core.cmd.run)."""
+        return run(self.argv(argv), **kw)
 
     def up(self):
-        if self.netns in list_netns():
-            raise CmdError(["ip", "netns", "add", self.netns], 1, "",
+        if netns_exists(self.netns):
+            raise CmdError(["unshare", f"--net={self.netns}"], 1, "",
                            f"network namespace {self.netns} already exists: "
                            f"`dcblab down --name {self.lab}` or `dcblab reap`")
-        run(["ip", "netns", "add", self.netns])
+        Path(self.netns).touch(mode=0o600)
         try:
-            self._ip("link", "set", "lo", "alias",
-                     f"{RUN_ALIAS_PREFIX}{self.run_id}")
-            for key in ("all", "default"):
-                run(["ip", "netns", "exec", self.netns, "sysctl", "-q", "-w",
-                     f"net.ipv6.conf.{key}.disable_ipv6=1"])
-            for argv in self.link_commands(("-n", self.netns)):
-                run(argv)
+            run(["unshare", f"--net={self.netns}", "true"])
+            # One process per tool for the whole wire, not one per link
+            # end: ip and tc each read their commands from stdin.
+            cmds = self.link_commands()
+            ip = [f"link set lo alias {RUN_ALIAS_PREFIX}{self.run_id}"]
+            ip += [" ".join(c[1:]) for c in cmds if c[0] == "ip"]
+            tc = [" ".join(c[1:]) for c in cmds if c[0] == "tc"]
+            self.run(["sysctl", "-q", "-w",
+                      "net.ipv6.conf.all.disable_ipv6=1",
+                      "net.ipv6.conf.default.disable_ipv6=1"])
+            self.run(["ip", "-batch", "-"], input="\n".join(ip) + "\n")
+            if tc:
+                self.run(["tc", "-batch", "-"], input="\n".join(tc) + "\n")
         except BaseException:
             self.down()
             raise
 
-    def link_commands(self, ns=()):
+    def link_commands(self):
         """The ip and tc commands that make every link's taps and join
-        them (``ns``: e.g. ("-n", NETNS)); also what `dcblab export
-        --libvirt` writes to wire.sh."""
+        them; also what `dcblab export --libvirt` writes to wire.sh."""
         cmds = []
         for link in self.topology.links:
             for nic in (link.a, link.b):
                 mq = ["multi_queue"] if link.queues > 1 else []
-                cmds.append(["ip", *ns, "tuntap", "add", "dev", self.tap(nic),
+                cmds.append(["ip", "tuntap", "add", "dev", self.tap(nic),
                              "mode", "tap", *mq])
                 # A deep queue toward each guest: a burst from one guest
                 # must wait for the other's vCPU, not be dropped.
-                cmds.append(["ip", *ns, "link", "set", self.tap(nic),
+                cmds.append(["ip", "link", "set", self.tap(nic),
                              "txqueuelen", "10000", "up"])
             for src, dst in ((link.a, link.b), (link.b, link.a)):
-                cmds.append(["tc", *ns, "qdisc", "add", "dev", self.tap(src),
+                cmds.append(["tc", "qdisc", "add", "dev", self.tap(src),
                              "ingress"])
-                cmds.append(["tc", *ns, "filter", "add", "dev", self.tap(src),
+                cmds.append(["tc", "filter", "add", "dev", self.tap(src),
                              "parent", "ffff:", "protocol", "all", "prio",
                              "1", "u32", "match", "u32", "0", "0", "action",
                              "mirred", "egress", "redirect", "dev",
@@ -117,7 +164,8 @@ class Wire:
         return cmds
 
     def down(self):
-        """Remove the namespace; its taps go with it. Idempotent."""
+        """Remove the namespace; its taps go with it once the guests are
+        gone. Idempotent."""
         delete_netns(self.netns)
 
     def capture(self, nic, path, count, bpf=()):
@@ -127,9 +175,8 @@ class Wire:
         ``count`` frames matching the BPF words ``bpf``.
         """
         proc = subprocess.Popen(
-            ["ip", "netns", "exec", self.netns, "tcpdump", "-i",
-             self.tap(nic), "-w", str(path), "-U", "-n", "-s", "0",
-             "-c", str(count), *bpf],
+            self.argv(["tcpdump", "-i", self.tap(nic), "-w", str(path),
+                       "-U", "-n", "-s", "0", "-c", str(count), *bpf]),
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         for line in proc.stderr:
             if "listening on" in line:

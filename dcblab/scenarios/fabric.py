@@ -23,7 +23,6 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from ..core.cmd import run
 from ..lab.switch import tbf_burst
 from ..lab.wire import Wire
 from ..lab import start_dcbapp, stop_dcbapp
@@ -150,15 +149,15 @@ class _WireSampler(threading.Thread):
 
     def __init__(self, lab, rx, steady):
         super().__init__(daemon=True)
-        self.ns = lab.wire.netns
+        self.wire = lab.wire
         self.tap = Wire.tap(lab.topology.host(rx).nics[0])
         self.steady = steady
         self.samples = []
         self.t0 = time.monotonic()
 
     def read(self):
-        out = run(["ip", "-n", self.ns, "-s", "-j", "link", "show", "dev",
-                   self.tap]).stdout
+        out = self.wire.run(["ip", "-s", "-j", "link", "show", "dev",
+                             self.tap]).stdout
         return time.monotonic(), json.loads(out)[0]["stats64"]["tx"]["bytes"]
 
     def run(self):
@@ -400,11 +399,10 @@ def forwarding_capacity(lab, *, load=6.0, seconds=6.0):
     what sw's QEMU did not take)."""
     sw, port, _ = congested_port(lab.topology)
     g = lab.guest(sw.name)
-    ns = lab.wire.netns
     taps = [Wire.tap(p) for p in sw.nics if p is not port]
 
     def tap_drops():
-        out = json.loads(run(["ip", "-n", ns, "-s", "-j", "link"]).stdout)
+        out = json.loads(lab.wire.run(["ip", "-s", "-j", "link"]).stdout)
         return sum(d["stats64"]["tx"]["dropped"] for d in out
                    if d["ifname"] in taps)
     tbf = ["tc", "qdisc", "change", "dev", port.name, "root", "handle", "1:",

@@ -11,11 +11,13 @@ pyplot, no display, no global backend switch).
 """
 
 import json
+import os
 import math
 import statistics
 from pathlib import Path
 from types import SimpleNamespace
 
+from ..core import paths
 from ..core.errors import DcblabError, UsageError
 
 __all__ = ["REQUIRED", "load_result", "check_result", "interval_mbps",
@@ -154,6 +156,14 @@ def _shares(result):
 
 
 def _matplotlib():
+    # matplotlib keeps a font cache (and looks for its config) under the
+    # user's home, ~/.cache/matplotlib and ~/.config/matplotlib, and
+    # creates them on first use: in the build directory instead, unless
+    # the user named one.
+    if "MPLCONFIGDIR" not in os.environ:
+        where = paths.build_dir() / "matplotlib"
+        where.mkdir(parents=True, exist_ok=True)
+        os.environ["MPLCONFIGDIR"] = str(where)
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure

@@ -22,7 +22,6 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from ..core.cmd import run
 from ..testing.traffic import (NETPRIO, QueueCounter, Sink, TraceCounter,
                                cgroup, flow_of, map_priority, pcp_counts,
                                pcp_packets, send, traffic_classes,
@@ -269,7 +268,7 @@ class _DropCounters:
     """The _COUNTERS of one run: read() at the start, deltas() at the end."""
 
     def __init__(self, lab, tx, rx, nic, rx_nic, vlan_dev, handle="100"):
-        self.tx, self.rx, self.netns = tx, rx, lab.wire.netns
+        self.tx, self.rx, self.wire = tx, rx, lab.wire
         link = lab.topology.link(nic.link)
         peer = link.b if link.a.host == nic.host else link.a
         self.names = {"nic": nic.name, "vlan": vlan_dev, "rx_nic": rx_nic,
@@ -283,13 +282,13 @@ class _DropCounters:
         show = ["ip", "-s", "-j", "link", "show"]
         tx_links = _link_stats(self.tx.run(show).stdout)
         rx_links = _link_stats(self.rx.run(show).stdout)
-        ns_links = _link_stats(run(["ip", "-n", self.netns, *show[1:]]).stdout)
+        ns_links = _link_stats(self.wire.run(show).stdout)
         tx_udp = _snmp(self.tx.read("/proc/net/snmp"))
         rx_udp = _snmp(self.rx.read("/proc/net/snmp"))
         tx_q = self.tx.run(["tc", "-s", "-j", "qdisc", "show", "dev",
                             n["nic"]]).stdout
-        tap_q = run(["tc", "-n", self.netns, "-s", "-j", "qdisc", "show",
-                     "dev", n["rx_tap"]]).stdout
+        tap_q = self.wire.run(["tc", "-s", "-j", "qdisc", "show", "dev",
+                               n["rx_tap"]]).stdout
         return {
             "qdisc drops on {nic}": _qdisc_drops(tx_q, f"{self.handle}:"),
             "{vlan} TX dropped": _stat(tx_links[n["vlan"]], "tx", "dropped"),
@@ -314,7 +313,7 @@ class _DropCounters:
         are its own (PACKET_STATISTICS of the socket it opened)."""
         after = self.read(sink_socket_drops)
         hosts = {"sender": self.tx.name, "receiver": self.rx.name,
-                 "netns": self.netns}
+                 "netns": self.wire.netns}
         return tuple(
             Drop(stage, f"{hosts[where]}: {key.format(**self.names)}",
                  after[key] - self.before[key], means)

@@ -27,11 +27,20 @@ An item that fails is noted with its exit code or error, never raised:
 the evidence must not hide the failure it is about. ``sections()`` makes
 the report's short sections from it and the tests' command history;
 ``save()`` writes everything, one file per item, to the test's folder.
+
+A lab that fails while it starts (a fixture's set-up) has no guest to
+ask, and its keeper removes its run directory, logs included, before
+``up`` returns. ``RunLogs`` holds every log of a starting lab's run
+directory open as it appears (a file outlives its name while it is
+open), so that ``save_logs()`` can still write its consoles, QEMU logs
+and keeper log to the artefact folder.
 """
 
 import concurrent.futures
+import os
 import re
 import shutil
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +50,7 @@ from .guest import clip
 
 __all__ = ["TOOLS", "TRACE_READ_MAX", "LLDPAD_READ_MAX", "LLDPAD_SHOWN",
            "Item", "GuestEvidence", "gather", "sections", "save",
-           "artefact_dir", "filter_counters"]
+           "artefact_dir", "filter_counters", "RunLogs", "save_logs"]
 
 TOOLS = ("priosend", "priosink")
 TRACE_READ_MAX = 1000
@@ -590,3 +599,111 @@ def _commands_file(history):
                 out.append(f"  --- {name} ---")
                 out.append(_indent(text.rstrip("\n"), 4))
     return "\n".join(out) + "\n" if out else "(no guest commands)\n"
+
+
+# --- a lab that failed to start ---------------------------------------------
+
+class RunLogs:
+    """Every log (``*.log``, ``*.out``) under a starting lab's run
+    directory, opened by a thread as it appears and held open until
+    close(): read() returns what each held, even after the keeper removed
+    the directory. A context manager: watching from enter to exit."""
+
+    SUFFIXES = (".log", ".out")
+
+    def __init__(self, rundir, interval=0.02):
+        self.rundir = Path(rundir)
+        self.interval = interval
+        self._files = {}          # path relative to rundir -> open file
+        self._stop = threading.Event()
+        self._thread = None
+
+    def __enter__(self):
+        self._thread = threading.Thread(target=self._watch, daemon=True,
+                                        name=f"runlogs {self.rundir.name}")
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def stop(self):
+        """Stop opening new files (the open ones stay readable)."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self._scan()     # a last look: whatever appeared since
+
+    def _watch(self):
+        while not self._stop.wait(self.interval):
+            self._scan()
+
+    def _scan(self):
+        for d, _, names in os.walk(self.rundir):
+            for name in names:
+                if not name.endswith(self.SUFFIXES):
+                    continue
+                rel = os.path.relpath(os.path.join(d, name), self.rundir)
+                if rel in self._files:
+                    continue
+                try:
+                    self._files[rel] = open(os.path.join(d, name), "rb")
+                except OSError:
+                    pass        # removed meanwhile, or not a file
+
+    def read(self):
+        """{relative path: bytes} of every log seen, whole."""
+        out = {}
+        for rel, f in sorted(self._files.items()):
+            try:
+                out[rel] = os.pread(f.fileno(), os.fstat(f.fileno()).st_size,
+                                    0)
+            except OSError as e:
+                out[rel] = f"(unreadable: {e})\n".encode()
+        return out
+
+    def close(self):
+        self.stop()
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
+
+
+def _saved_as(rel, lab):
+    """Where a run directory's log goes in an artefact folder: as save()
+    puts a failed test's (GUEST/console.log, GUEST/qemu.log,
+    LAB-keeper.log); libvirt's QEMU log of GUEST as GUEST/qemu.log too;
+    anything else under its own path."""
+    parts = Path(rel).parts
+    if parts == ("keeper.log",):
+        return f"{lab}-keeper.log"
+    if len(parts) == 2 and parts[1] in ("console.log", "qemu.log"):
+        return rel
+    if parts[-3:-1] == ("log", "qemu") and len(parts) >= 3:
+        return f"{Path(parts[-1]).stem}/qemu.log"
+    return rel
+
+
+def save_logs(folder, lab, logs, history=()):
+    """Write a failed start's evidence to FOLDER: every log LOGS
+    ({path in the run directory: bytes}, RunLogs.read()) of lab LAB, and
+    commands.txt (the guest commands the tests ran, if any); returns the
+    paths written, relative to FOLDER, and the guests' console texts."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written, consoles = [], {}
+    for rel, data in logs.items():
+        dest = _saved_as(rel, lab)
+        if dest in written:          # two logs for one place: keep both
+            dest = rel
+        (folder / dest).parent.mkdir(parents=True, exist_ok=True)
+        (folder / dest).write_bytes(data)
+        written.append(dest)
+        if Path(dest).name == "console.log" and len(Path(dest).parts) == 2:
+            consoles[Path(dest).parts[0]] = data.decode(errors="replace")
+    (folder / "commands.txt").write_text(_commands_file(list(history)))
+    written.append("commands.txt")
+    return sorted(written), consoles

@@ -34,7 +34,14 @@ class LabHandle:
         a `dcblab exec`, ...) sent an agent command since the last
         restore: see guest-image/restore. Changes made by typing into a
         guest's shell or console are not seen."""
-        calls = self.lab.calls()
+        status = self.lab.request({"op": "status"}, timeout=30)
+        # A cable a test pulled (`dcblab link LINK down`) is plugged back
+        # first: the guests' restore then sees their carrier.
+        for end in status.get("unplugged", []):
+            host, nic = end.split(":")
+            self.lab.request({"op": "set_link", "host": host, "nic": nic,
+                              "up": True}, timeout=30)
+        calls = status["calls"]
         hosts = [h for h in self.topology.hosts
                  if calls[h.name] != self._restored.get(h.name)]
 

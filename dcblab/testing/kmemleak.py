@@ -1,8 +1,12 @@
 """kmemleak in a guest (debug flavour): scan on demand, report, forget.
 
-The kernel reports an unreferenced object only once it is older than
-kmemleak's minimum age (5 s, MSECS_MIN_AGE): a leak made by one test is
-found by the first scan at least 5 s later, which may be a later test's.
+The kernel reports an unreferenced object only at the second scan that
+finds it unreferenced with the same contents (the first one records its
+checksum: mm/kmemleak.c, update_checksum()) and only once it is older
+than kmemleak's minimum age (5 s, MSECS_MIN_AGE). The scan after each test
+is the first for what that test allocated, so a test's leak is reported
+by a later test's scan; the plugin scans twice more, past the minimum
+age, before a lab goes down, so the last test's leaks are not lost.
 After each report the list is cleared, so a leak is reported once.
 
 A scan runs inside the write of "scan" (the agent's close flushes it) and
@@ -12,9 +16,10 @@ lab inside the test run), CI saw one take over 10 s. SCAN_TIMEOUT leaves
 room for that; a scan that outlasts it is still an error.
 """
 
-__all__ = ["Kmemleak", "KMEMLEAK"]
+__all__ = ["Kmemleak", "KMEMLEAK", "MIN_AGE_S"]
 
 KMEMLEAK = "/sys/kernel/debug/kmemleak"
+MIN_AGE_S = 5  # mm/kmemleak.c: MSECS_MIN_AGE
 SCAN_TIMEOUT = 120.0
 
 

@@ -15,7 +15,11 @@ Hooks
   * a failed test that used the lab gets the guests' evidence (see
     dcblab.testing.evidence) in its report, short, and whole in its
     artefact folder BUILD/artefacts/<test id>/ with the consoles, QEMU
-    logs and its guest commands with their output; the report names it.
+    logs and its guest commands with their output; the report names it;
+  * a lab that fails to start (a guest that does not boot, a baseline
+    that fails) fails the set-up of the first test that needs it, whose
+    artefact folder gets the lab's consoles, QEMU logs and keeper log as
+    they were when it failed; the later tests' reports name that folder.
 
 Options
   --keep-lab-on-failure  if a test failed, the session's lab stays up at
@@ -29,6 +33,7 @@ import contextlib
 import os
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -42,7 +47,7 @@ from ..topology import load
 from . import evidence
 from .guest import Guest
 from .handle import LabHandle
-from .kmemleak import Kmemleak
+from .kmemleak import MIN_AGE_S, Kmemleak
 
 __all__ = []
 
@@ -53,6 +58,7 @@ _extra = {}          # test id -> [(name, path)] its artefact() registered
 _session = {"config": None, "failed": False}
 _saved = {}          # test nodeid -> its artefact folder, this session
 _kept = []           # names of labs left up by --keep-lab-on-failure
+_start_failed = {}   # fixture name -> _StartFailure of its lab, if it failed
 
 
 def pytest_addoption(parser):
@@ -94,30 +100,54 @@ def pytest_report_header(config):
             f"{backend_name(config)} backend"]
 
 
-def _lab_up(topology, name, prefix=""):
+@dataclass
+class _StartFailure:
+    """A lab fixture whose lab failed to start: why, and its logs."""
+    lab: str
+    error: str
+    logs: dict               # path in the run directory -> bytes
+    folder: Path = None      # the artefact folder, once written
+
+
+def _lab_up(topology, name, fixture, prefix=""):
     """A lab up for the session's tests: console watched, kmemleak (debug
     flavour) scanned after boot and after each test; down at the end
-    unless kept (--keep-lab-on-failure)."""
+    unless kept (--keep-lab-on-failure). If it fails to start, its logs
+    are kept for the failed set-up's report (_start_failed)."""
     try:
         paths.check_images()
     except paths.MissingImages as e:
         pytest.exit(str(e), returncode=2)
     # Leftovers of runs whose owner died (a killed pytest): by run id only.
     reap(say=lambda msg: None)
+    _start_failed.pop(fixture, None)
     the_lab = Lab(load(topology), name=name, backend=backend_name())
     leaks = []
+    logs = evidence.RunLogs(the_lab.dir)
     try:
-        the_lab.up(owner_pid=os.getpid())
-        _machines.extend(the_lab.machines.values())
-        handle = LabHandle(the_lab)
-        if the_lab.flavour.kmemleak:
-            for host, g in handle.guests.items():
-                leaks.append(prefix + host)
-                _leaks[prefix + host] = Kmemleak(g)
-            boot = _leak_report()
-            if boot:
-                pytest.fail(f"kmemleak reports leaks from boot:\n{boot}")
+        try:
+            with logs:
+                the_lab.up(owner_pid=os.getpid())
+            _machines.extend(the_lab.machines.values())
+            handle = LabHandle(the_lab)
+            if the_lab.flavour.kmemleak:
+                for host, g in handle.guests.items():
+                    leaks.append(prefix + host)
+                    _leaks[prefix + host] = Kmemleak(g)
+                boot = _leak_report()
+                if boot:
+                    pytest.fail(f"kmemleak reports leaks from boot:\n{boot}")
+        except (Exception, pytest.fail.Exception) as e:
+            _start_failed[fixture] = _StartFailure(the_lab.name, str(e),
+                                                   logs.read())
+            raise
+        finally:
+            logs.close()
         yield handle
+        last = _last_leak_report(leaks)
+        if last:
+            pytest.fail(f"kmemleak reports leaks at the end of lab "
+                        f"{the_lab.name}:\n{last}")
     finally:
         for key in leaks:
             _leaks.pop(key, None)
@@ -131,7 +161,8 @@ def _lab_up(topology, name, prefix=""):
 @pytest.fixture(scope="session")
 def lab():
     """The default topology's lab (two-hosts), up for the whole session."""
-    yield from _lab_up(paths.default_topology(), f"pytest-{os.getpid()}")
+    yield from _lab_up(paths.default_topology(), f"pytest-{os.getpid()}",
+                       "lab")
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +170,7 @@ def fabric():
     """topology/dcb-fabric.toml (three hosts, a switch), up for the tests
     of one module: its four guests are not kept running for the rest."""
     yield from _lab_up(paths.ROOT / "topology" / "dcb-fabric.toml",
-                       f"fab-{os.getpid()}", prefix="fabric:")
+                       f"fab-{os.getpid()}", "fabric", prefix="fabric:")
 
 
 @pytest.fixture
@@ -191,9 +222,22 @@ def _splat_report():
     return "\n\n".join(lines)
 
 
-def _leak_report():
+def _last_leak_report(keys):
+    """What the last tests before a lab goes leaked: the scan after a test
+    is only the first that sees its objects (kmemleak reports one at the
+    second scan that finds it unreferenced and unchanged, and only once
+    it is MIN_AGE_S old). So: wait out the age, and scan twice."""
+    if not keys:
+        return ""
+    time.sleep(MIN_AGE_S + 1)
+    return "\n\n".join(t for t in (_leak_report(keys), _leak_report(keys))
+                       if t)
+
+
+def _leak_report(keys=None):
     # A scan walks all of a guest's memory: the guests scan in parallel.
-    live = {name: k for name, k in _leaks.items() if k.guest.alive()}
+    live = {name: k for name, k in _leaks.items() if k.guest.alive()
+            and (keys is None or name in keys)}
     with concurrent.futures.ThreadPoolExecutor() as pool:
         texts = dict(zip(live, pool.map(lambda k: k.scan(), live.values())))
     return "\n\n".join(f"kmemleak on {name}:\n{text}"
@@ -233,12 +277,15 @@ def pytest_runtest_makereport(item, call):
     if report.failed:
         _session["failed"] = True
         guests = _guests(item)
-        if guests:
-            try:
+        start = _start_failure(item, report) if not guests else None
+        try:
+            if guests:
                 _report_failure(item, report, guests)
-            except Exception as e:  # the report must not hide the failure
-                report.sections.append(("dcblab evidence",
-                                        f"not gathered: {e!r}"))
+            elif start:
+                _report_start_failure(item, report, start)
+        except Exception as e:  # the report must not hide the failure
+            report.sections.append(("dcblab evidence",
+                                    f"not gathered: {e!r}"))
     if call.when == "teardown":
         for g in _guests(item):
             g.history.clear()
@@ -264,6 +311,39 @@ def _report_failure(item, report, guests):
         "artefacts", f"{folder}/ (evidence gathered in {took:.2f} s)\n"
         + _tree(["report.txt", *written])))
     (folder / "report.txt").write_text(_report_text(report))
+
+
+def _start_failure(item, report):
+    """The _StartFailure of a lab whose start failed this item's set-up,
+    or None."""
+    if report.when != "setup":
+        return None
+    for name in LABS:
+        failed = _start_failed.get(name)
+        if failed and name in _fixturenames(item) and \
+                failed.error.splitlines()[0] in report.longreprtext:
+            return failed
+    return None
+
+
+def _report_start_failure(item, report, failed):
+    """A lab that failed to start: its logs as it left them, in the
+    artefact folder of the first test it failed; later ones name it."""
+    if failed.folder is not None:
+        report.sections.append((
+            "artefacts", f"{failed.folder}/ (lab {failed.lab} failed to "
+            "start: its logs are with the first test that needed it)"))
+        return
+    folder = _folder(item, report)
+    written, consoles = evidence.save_logs(folder, failed.lab, failed.logs)
+    for guest, text in consoles.items():
+        report.sections.append((f"console {guest} (tail)",
+                                "\n".join(text.splitlines()[-60:])))
+    report.sections.append((
+        "artefacts", f"{folder}/ (lab {failed.lab} failed to start: its "
+        "logs as they were then)\n" + _tree(["report.txt", *written])))
+    (folder / "report.txt").write_text(_report_text(report))
+    failed.folder = folder
 
 
 def _folder(item, report):

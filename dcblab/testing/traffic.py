@@ -152,15 +152,17 @@ class Sink:
         return json.loads(res.stdout)
 
 
-def send(guest, dest, *, spawn=False, **opts):
+def send(guest, dest, *, spawn=False, flow=1, **opts):
     """priosend -j DEST with options (count=, flow=, cgroup=, ...).
 
     Keyword names are the long options with '-' as '_'; True is a flag.
+    flow is 1 unless given (None: priosend's own default, a random id per
+    run): a lone sender's frames are looked up by it at the sink.
     Returns the JSON result, or with spawn=True a Spawned to collect with
     ``guest.wait()``.
     """
     argv = ["priosend", "-j"]
-    for key, value in opts.items():
+    for key, value in {**opts, "flow": flow}.items():
         if value is None or value is False:
             continue
         argv.append("--" + key.replace("_", "-"))

@@ -81,8 +81,9 @@ class Nic:
     vlans: tuple[Vlan, ...]
     link: str
     queues: int
-    # A switch port's egress shaper (bits/s, and as the file wrote it, which
-    # is what tc is given) and DCB; None on host NICs and plain ports.
+    # A switch port's egress shaper (bits/s, and as tc is given it: the
+    # file's rate in tc's plainest spelling, "10mbit") and DCB; None on
+    # host NICs and plain ports.
     rate_bps: Optional[int] = None
     rate: Optional[str] = None
     dcb: Optional[PortDcb] = None

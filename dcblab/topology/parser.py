@@ -12,6 +12,7 @@ import os
 import re
 import tomllib
 from dataclasses import replace
+from decimal import Decimal
 from pathlib import PurePath
 from typing import Optional
 
@@ -33,9 +34,20 @@ _SWITCH_KEYS = ("memory_mib", "cpus", "vlans", "dcb", "ports")
 _PORT_KEYS = ("rate", "dcb")
 _DCB_KEYS = ("prio_tc", "tsa", "bw", "pfc", "apps")
 _APP_KEYS = ("selector", "protocol", "priority")
-# tc's rate units (tc(8) "RATES"), decimal as tc reads them
-_RATE = re.compile(r"([0-9]+)(bit|kbit|mbit|gbit)")
-_RATE_UNIT = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9}
+# A rate as tc reads one (iproute2's get_rate64, tc(8) "RATES"): a decimal
+# number and a unit matched ignoring case, bits/s without one. "bps" is
+# bytes/s to tc: "10mbps" is 80 Mbit/s.
+_RATE = re.compile(r"((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:e[+-]?[0-9]{1,4})?)"
+                   r"([a-z]*)", re.I)
+_RATE_UNIT = {"": 1, "bit": 1,
+              "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12,
+              "kibit": 2**10, "mibit": 2**20, "gibit": 2**30, "tibit": 2**40,
+              "bps": 8, "kbps": 8 * 10**3, "mbps": 8 * 10**6,
+              "gbps": 8 * 10**9, "tbps": 8 * 10**12, "kibps": 8 * 2**10,
+              "mibps": 8 * 2**20, "gibps": 8 * 2**30, "tibps": 8 * 2**40}
+_RATE_UNITS_SHOWN = ("bit kbit mbit gbit tbit, kibit mibit gibit tibit; "
+                     "bps kbps mbps gbps tbps, kibps mibps gibps tibps in "
+                     "bytes/s; any case")
 _RATE_MIN, _RATE_MAX = 100_000, 100 * 10**9
 _HOST_KEYS = ("memory_mib", "cpus", "nics")
 _NIC_KEYS = ("ipv4", "ipv6", "vlans")
@@ -291,17 +303,21 @@ class _Parser:
             self.fail(where, f"{what} must be {want}, got {', '.join(got)}")
 
     def rate(self, table: dict, where: str):
+        """(the rate in tc's plainest spelling, bits/s), or (None, None)."""
         if "rate" not in table:
             return None, None
         v = table["rate"]
         m = _RATE.fullmatch(v) if isinstance(v, str) else None
-        if not m:
-            self.fail(where, f"rate must be a tc rate like \"20mbit\" "
-                             f"(units bit, kbit, mbit, gbit), got {_show(v)}")
-        bps = int(m.group(1)) * _RATE_UNIT[m.group(2)]
-        if not _RATE_MIN <= bps <= _RATE_MAX:
+        if not m or m.group(2).lower() not in _RATE_UNIT:
+            self.fail(where, f"rate must be a tc rate, a number and a unit "
+                             f"({_RATE_UNITS_SHOWN}) like \"20mbit\", got "
+                             f"{_show(v)}")
+        bits = Decimal(m.group(1)) * _RATE_UNIT[m.group(2).lower()]
+        if not _RATE_MIN <= bits <= _RATE_MAX:
             self.fail(where, f"rate must be 100kbit..100gbit, got {quote(v)}")
-        return v, bps
+        # tc keeps whole bytes/s; exact decimal arithmetic does the same.
+        bps = 8 * int(bits / 8)
+        return _tc_rate(bps), bps
 
     def dcb(self, table, where: str) -> PortDcb:
         self.table(table, where=where)
@@ -511,6 +527,14 @@ def _show_arr(v) -> str:
                     for x in v)):
         return "[" + ", ".join(_show(x) for x in v) + "]"
     return _show(v)
+
+
+def _tc_rate(bps: int) -> str:
+    """bits/s in the plainest spelling tc takes: "10mbit", "1500kbit"."""
+    for unit, scale in (("gbit", 10**9), ("mbit", 10**6), ("kbit", 10**3)):
+        if bps % scale == 0:
+            return f"{bps // scale}{unit}"
+    return f"{bps}bit"
 
 
 def _nic_id(key) -> str:
