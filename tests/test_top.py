@@ -91,8 +91,10 @@ def test_top_json_shows_a_stream_per_class_and_dcbx_adoption(fabric):
 
 
 def _tmux(sock, *args):
-    return subprocess.run(["tmux", "-L", sock, "-f", "/dev/null", *args],
-                          capture_output=True, text=True, timeout=30)
+    # -S: the server's socket in the test's own directory, not
+    # /tmp/tmux-UID/, where -L would leave it after kill-server.
+    return subprocess.run(["tmux", "-S", str(sock), "-f", "/dev/null",
+                           *args], capture_output=True, text=True, timeout=30)
 
 
 def test_top_screen_shows_every_port_and_q_quits(fabric, tmp_path):
@@ -100,7 +102,7 @@ def test_top_screen_shows_every_port_and_q_quits(fabric, tmp_path):
     port; 'q' ends it, exit 0."""
     if not os.path.exists("/usr/bin/tmux"):
         pytest.skip("tmux is not installed (apt-get install tmux)")
-    sock = f"dcblab-top-{os.getpid()}"
+    sock = tmp_path / "tmux.sock"
     rc_file = tmp_path / "rc"
     cmd = (shlex.join(DCBLAB + ["top", "--name", fabric.name]) +
            f"; echo $? > {shlex.quote(str(rc_file))}")
