@@ -75,11 +75,11 @@ def _ours(guest):
 def _ready_for_kmemleak(guest, ended):
     """kmemleak reports an unreferenced object at the second scan that
     finds it (the first only takes its checksum: update_checksum()) and
-    once it is MSECS_MIN_AGE old. The plugin scans once after each test,
-    so a leak of the run would surface only after the second test, or
-    never if no test followed: one scan now, and no end before the last
-    write is 5 s old, make the plugin's scan after the first test report
-    every object the run leaked."""
+    once it is MSECS_MIN_AGE old. The plugin scans once after the last
+    test of each file, so a leak of the run would surface only in a later
+    file's scan or at the lab's end: one scan now, and no end before the
+    last write is 5 s old, make the plugin's scan after this file's last
+    test report every object the run leaked."""
     if flavour().kmemleak:
         guest.agent.write_file(KMEMLEAK, "scan", timeout=KMEMLEAK_SCAN_S)
         time.sleep(max(0.0, ended + KMEMLEAK_MIN_AGE_S - time.monotonic()))

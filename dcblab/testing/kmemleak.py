@@ -3,10 +3,11 @@
 The kernel reports an unreferenced object only at the second scan that
 finds it unreferenced with the same contents (the first one records its
 checksum: mm/kmemleak.c, update_checksum()) and only once it is older
-than kmemleak's minimum age (5 s, MSECS_MIN_AGE). The scan after each test
-is the first for what that test allocated, so a test's leak is reported
-by a later test's scan; the plugin scans twice more, past the minimum
-age, before a lab goes down, so the last test's leaks are not lost.
+than kmemleak's minimum age (5 s, MSECS_MIN_AGE). The plugin scans after
+the last test of each file; that scan is the first for what the file's
+last tests allocated, so their leak is reported by a later file's scan;
+the plugin scans twice more, past the minimum age, before a lab goes
+down, so the last tests' leaks are not lost.
 After each report the list is cleared, so a leak is reported once.
 
 A scan runs inside the write of "scan" (the agent's close flushes it) and

@@ -10,8 +10,10 @@ Fixtures
 Hooks
   * a kernel splat on any running guest's console during a test fails that
     test, quoting the splat (also during fixture set-up, i.e. boot);
-  * on a kernel flavour with kmemleak (FLAVOUR=debug), every test that used
-    the lab ends with a kmemleak scan in each guest; a report fails it;
+  * on a kernel flavour with kmemleak (FLAVOUR=debug), the last test of
+    each file (test module, teaching lab) whose tests used a lab ends with
+    a kmemleak scan in each running guest, and each lab with two before it
+    goes down; a report fails that test (or the lab's last one);
   * a failed test that used the lab gets the guests' evidence (see
     dcblab.testing.evidence) in its report, short, and whole in its
     artefact folder BUILD/artefacts/<test id>/ with the consoles, QEMU
@@ -59,6 +61,8 @@ _session = {"config": None, "failed": False}
 _saved = {}          # test nodeid -> its artefact folder, this session
 _kept = []           # names of labs left up by --keep-lab-on-failure
 _start_failed = {}   # fixture name -> _StartFailure of its lab, if it failed
+_file_ends = {}      # test nodeid -> is it the last of its file
+_lab_used = set()    # files whose tests used a lab since their last scan
 
 
 def pytest_addoption(parser):
@@ -247,8 +251,8 @@ def _leak_report(keys=None):
 def _fixturenames(item):
     """The fixtures an item uses. A teaching lab's block (a sybil item,
     not a pytest Function) has no ``fixturenames``: its closure, which
-    holds ``lab`` through ``course``, so a debug flavour's kmemleak scan
-    follows each block as it follows each test."""
+    holds ``lab`` through ``course``, so splats, failure reports and the
+    kmemleak scan work on its blocks as on tests."""
     names = getattr(item, "fixturenames", None)
     if names is None:
         names = item._fixtureinfo.names_closure
@@ -261,14 +265,35 @@ def _keep_lab():
                 and _session["failed"])
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Notes whether item ends its file: the kmemleak scan (debug flavour)
+    comes once per file, after its last test. A scan walks each guest's
+    memory, ~4.5 s under TCG: one after each of the debug pass's ~100
+    tests and 84 teaching lab blocks cost ~13 min of it. A leak is still
+    caught, in its file's last test (the report names the file), or at
+    the latest in the two scans before its lab goes down."""
+    _file_ends[item.nodeid] = nextitem is None or \
+        nextitem.path != item.path
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     problems = _splat_report()
-    if call.when == "teardown" and _leaks and \
-            any(name in _fixturenames(item) for name in LABS):
-        problems = "\n\n".join(p for p in (problems, _leak_report()) if p)
+    if call.when == "teardown" and _leaks:
+        if any(name in _fixturenames(item) for name in LABS):
+            _lab_used.add(item.path)
+        if _file_ends.pop(item.nodeid, True) and item.path in _lab_used:
+            _lab_used.discard(item.path)
+            leaks = _leak_report()
+            if leaks:
+                leaks = (f"kmemleak after the last test of "
+                         f"{item.path.name} (one scan per file: the leak "
+                         f"may come from any of its tests, or an earlier "
+                         f"file's last):\n{leaks}")
+            problems = "\n\n".join(p for p in (problems, leaks) if p)
     if problems and not report.failed:
         report.outcome = "failed"
         report.longrepr = problems
