@@ -15,7 +15,8 @@ PY := /usr/bin/python3
 
 # Every Debian package the project uses, host side and guest image.
 DEBIAN_PACKAGES := linux-source-6.1 build-essential flex bison bc \
-	libelf-dev libssl-dev cpio xz-utils lz4 quilt \
+	libelf-dev libssl-dev cpio xz-utils lz4 quilt patch dpkg-dev \
+	libmnl-dev pkg-config \
 	qemu-system-x86 qemu-guest-agent busybox-static iproute2 ethtool \
 	tcpdump iperf3 lldpad bash mksh util-linux ncurses-base procps git python3 \
 	python3-pytest python3-ply python3-git python3-matplotlib \
@@ -23,10 +24,14 @@ DEBIAN_PACKAGES := linux-source-6.1 build-essential flex bison bc \
 	libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients python3-libvirt
 
 IMAGE := $(BUILD)/initramfs.cpio
+# The guests' dcb: Debian's iproute2 source with iproute2-patches/
+# (dcblab/build/iproute2.py says why).
+DCB := $(BUILD)/iproute2/dcb
 TOOLS_OUT := $(BUILD)/tools
 TOOLS := $(TOOLS_OUT)/priosend $(TOOLS_OUT)/priosink $(TOOLS_OUT)/cgwrite \
 	$(TOOLS_OUT)/dcblab-run $(TOOLS_OUT)/dcbnl-raw $(TOOLS_OUT)/dcbapp-netprio \
-	$(TOOLS_OUT)/prioping $(TOOLS_OUT)/cgsockprio $(TOOLS_OUT)/cgfuzz
+	$(TOOLS_OUT)/prioping $(TOOLS_OUT)/cgsockprio $(TOOLS_OUT)/cgfuzz \
+	$(TOOLS_OUT)/dcbfuzz
 # guest-image/ holds only what goes into the image (scripts, settings,
 # contents) and mkinitramfs itself.
 IMAGE_INPUTS := $(wildcard guest-image/*) \
@@ -110,8 +115,12 @@ kernel: deps
 
 image: deps $(IMAGE)
 
-$(IMAGE): $(IMAGE_INPUTS) $(TOOLS)
-	guest-image/mkinitramfs $@ $(TOOLS)
+$(IMAGE): $(IMAGE_INPUTS) $(TOOLS) $(DCB)
+	guest-image/mkinitramfs $@ $(TOOLS) $(DCB)=/sbin/dcb
+
+$(DCB): $(wildcard iproute2-patches/*.patch) dcblab/build/iproute2.py \
+		$(wildcard /var/lib/dpkg/info/iproute2.list)
+	$(PY) -m dcblab.build dcb
 
 # The guest tools, static; tools/Makefile knows their sources.
 $(TOOLS) &: $(wildcard tools/*.c tools/*.h) tools/Makefile

@@ -429,3 +429,41 @@ def test_force_runs_the_kernel_make_despite_its_stamp(tools):
     build.build_kernel("lab")
     build.build_kernel("lab", force=True)
     assert tools.kernel_makes() == 2
+
+
+# --- the guests' dcb (dcblab/build/iproute2.py) -----------------------------
+
+def test_deb_src_entries_mirror_the_hosts_deb_entries():
+    """apt-get source needs deb-src entries; they are made from the host's
+    own deb entries (one-line and deb822), mirrors and keys kept."""
+    one_line = ("deb http://deb.debian.org/debian bookworm main\n"
+                "# deb http://example.org/commented bookworm main\n"
+                "deb-src http://deb.debian.org/debian bookworm main\n"
+                "deb [signed-by=/k.gpg] http://m.example/d bookworm main "
+                "contrib # note\n")
+    deb822 = ("Types: deb\n"
+              "URIs: http://deb.debian.org/debian\n"
+              "Suites: bookworm bookworm-updates\n"
+              "Components: main\n"
+              "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
+              "\n"
+              "Types: deb\n"
+              "Enabled: no\n"
+              "URIs: http://off.example/debian\n"
+              "Suites: bookworm\n"
+              "Components: main\n")
+    got = build.iproute2.deb_src_entries([("sources.list", one_line),
+                                          ("debian.sources", deb822)])
+    key = "[signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] "
+    assert got == [
+        "deb-src http://deb.debian.org/debian bookworm main",
+        "deb-src [signed-by=/k.gpg] http://m.example/d bookworm main contrib",
+        f"deb-src {key}http://deb.debian.org/debian bookworm main",
+        f"deb-src {key}http://deb.debian.org/debian bookworm-updates main"]
+
+
+def test_the_guests_dcb_patches_apply_in_order():
+    patches = build.iproute2.patch_files()
+    assert [p.name for p in patches] == \
+        ["0001-dcb-read-the-ACK-that-follows-a-reply.patch"]
+    assert "+++ b/dcb/dcb.c" in patches[0].read_text()

@@ -9,7 +9,7 @@ cgroups; it checks each errno against its model of the kernel's parsers
 (tools/cgmodel.c, unit-tested by `make tools-check`) and reads the maps
 back. One run serves the three tests. Kernel splats fail a test through
 the plugin; on the debug flavour the plugin's kmemleak scan after the
-first test reports whatever the run leaked (see _ready_for_kmemleak).
+first test reports whatever the run leaked (see dcblab.testing.fuzz.ready_for_kmemleak).
 
 The seed is new each run and printed (pytest -s, and the guest command
 in a failure's report); DCBLAB_FUZZ_SEED=N replays a run's inputs (each
@@ -18,16 +18,13 @@ docs/testing.md has the figures.
 """
 
 import json
-import os
-import random
 import time
 
 import pytest
 
-from dcblab.core import flavour
-from dcblab.testing import KMEMLEAK, NETCLS, NETPRIO
+from dcblab.testing import NETCLS, NETPRIO
+from dcblab.testing.fuzz import SEED_ENV, fuzz_seed, ready_for_kmemleak
 
-SEED_ENV = "DCBLAB_FUZZ_SEED"
 WRITES = 100_000
 WRITERS = 4
 # The run's own bound (cgfuzz --seconds); the agent waits two minutes more
@@ -45,21 +42,7 @@ CATEGORIES = {
 # What the churn threads do (cgfuzz's "churn" counts).
 CHURN = ("cgroups_made", "cgroups_removed", "links_added", "links_deleted",
          "moves")
-# mm/kmemleak.c: an object is reported once it is this old (MSECS_MIN_AGE)
-# and a scan may take this long under TCG (as dcblab.testing.kmemleak).
-KMEMLEAK_MIN_AGE_S = 5.0
-KMEMLEAK_SCAN_S = 120.0
 
-
-def _seed():
-    text = os.environ.get(SEED_ENV)
-    if text is None:
-        return random.SystemRandom().randrange(2 ** 63)
-    try:
-        return int(text)
-    except ValueError:
-        pytest.exit(f"{SEED_ENV}={text!r}: not a number; give the seed a "
-                    f"cgfuzz run printed", returncode=2)
 
 
 def _ours(guest):
@@ -72,17 +55,6 @@ def _ours(guest):
     return left + [n for n in out if n.startswith("cgfz-")]
 
 
-def _ready_for_kmemleak(guest, ended):
-    """kmemleak reports an unreferenced object at the second scan that
-    finds it (the first only takes its checksum: update_checksum()) and
-    once it is MSECS_MIN_AGE old. The plugin scans once after the last
-    test of each file, so a leak of the run would surface only in a later
-    file's scan or at the lab's end: one scan now, and no end before the
-    last write is 5 s old, make the plugin's scan after this file's last
-    test report every object the run leaked."""
-    if flavour().kmemleak:
-        guest.agent.write_file(KMEMLEAK, "scan", timeout=KMEMLEAK_SCAN_S)
-        time.sleep(max(0.0, ended + KMEMLEAK_MIN_AGE_S - time.monotonic()))
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +62,7 @@ def fuzz_run(lab):
     """One cgfuzz run in h1: (seed, its JSON report, its stderr, the
     cgfuzz objects found in h1 before and after it)."""
     guest = lab.h1
-    seed = _seed()
+    seed = fuzz_seed("cgfuzz")
     print(f"cgfuzz seed {seed} (replay: {SEED_ENV}={seed})")
     before = _ours(guest)
     res = guest.run(["cgfuzz", "-j", "--seed", str(seed), "--writes",
@@ -98,7 +70,7 @@ def fuzz_run(lab):
                      str(BOUND_S)], check=False, timeout=BOUND_S + 120)
     ended = time.monotonic()
     after = _ours(guest)
-    _ready_for_kmemleak(guest, ended)
+    ready_for_kmemleak(guest, ended)
     try:
         report = json.loads(res.stdout)
     except ValueError:

@@ -10,7 +10,11 @@ EVENT = "/sys/kernel/tracing/events/net_prio/netprio_skb_update"
 TRACE_LINE = re.compile(
     r"netprio_skb_update: dev=(?P<dev>\S+) ifindex=(?P<ifindex>\d+) "
     r"prioidx=(?P<prioidx>\d+) old_priority=(?P<old>\d+) "
-    r"new_priority=(?P<new>\d+) applied=(?P<applied>[01])")
+    r"new_priority=(?P<new>\d+) applied=(?P<applied>[01]) "
+    r"skbaddr=(?P<skb>\S+)")
+XMIT_LINE = re.compile(r"net_dev_start_xmit: dev=(?P<dev>\S+) .*?"
+                       r"skbaddr=(?P<skb>\S+)")
+XMIT_EVENT = "/sys/kernel/tracing/events/net/net_dev_start_xmit"
 
 
 def test_kernel_release_ends_in_dcblab(guest):
@@ -42,8 +46,9 @@ def test_netprio_tracepoint_is_listed_in_tracefs(guest):
     assert "net_prio:netprio_skb_update" in events
     fmt = guest.read(f"{EVENT}/format")
     for fld in ("ifindex", "prioidx", "old_priority", "new_priority",
-                "applied"):
-        assert re.search(rf"field:\S+ {fld};", fmt), f"no field {fld}:\n{fmt}"
+                "applied", "skbaddr"):
+        assert re.search(rf"field:[^;]*\b{fld};", fmt), \
+            f"no field {fld}:\n{fmt}"
 
 
 def _cpu_list(n):
@@ -142,6 +147,45 @@ def test_netprio_unmapped_cgroup_within_map_allocation_gets_priority_0(
     assert len(ours) == count, _trace_events(guest)
     for e in ours:
         assert (int(e["old"]), int(e["new"]), e["applied"]) == (0, 0, "1")
+
+
+def test_events_of_a_vlan_packet_share_its_skb_address(guest, undo):
+    """A packet sent through a VLAN device passes skb_update_prio() twice,
+    on the VLAN device (where the map gives it its priority) and on the
+    lower device (where it has one already: applied=0); the skbaddr ties
+    both events to each other and to the packet's net_dev_start_xmit on
+    the lower device."""
+    prio, count = 4, 3
+    _dummy_with_neighbour(guest, undo, "tp2", "203.0.113.33", "203.0.113.34")
+    guest.run(["ip", "link", "add", "link", "tp2", "name", "tp2.9", "type",
+               "vlan", "id", "9"])
+    undo.callback(guest.run, ["ip", "link", "del", "tp2.9"], check=False)
+    guest.run(["ip", "link", "set", "tp2.9", "up"])
+    guest.run(["ip", "addr", "add", "203.0.113.49/28", "dev", "tp2.9"])
+    guest.run(["ip", "neigh", "add", "203.0.113.50", "lladdr",
+               "02:00:00:00:00:03", "dev", "tp2.9", "nud", "permanent"])
+    cgroup, prioidx = _cgroup(guest, undo, "tp-vlan")
+    guest.write(f"{cgroup}/net_prio.ifpriomap", f"tp2.9 {prio}")
+    guest.write(f"{cgroup}/net_prio.ifpriomap", "tp2 1")
+    _traced(guest, undo)
+    guest.write(f"{XMIT_EVENT}/enable", "1")
+    undo.callback(guest.write, f"{XMIT_EVENT}/enable", "0")
+
+    _ping_from(guest, cgroup, "203.0.113.50", count)
+
+    trace = guest.read("/sys/kernel/tracing/trace")
+    upper = [e for e in _trace_events(guest) if e["dev"] == "tp2.9"
+             and int(e["prioidx"]) == prioidx]
+    lower = {e["skb"]: e for e in _trace_events(guest) if e["dev"] == "tp2"
+             and int(e["prioidx"]) == prioidx}
+    xmit = {m["skb"] for m in XMIT_LINE.finditer(trace) if m["dev"] == "tp2"}
+    assert len(upper) == count, trace
+    for e in upper:
+        assert (int(e["new"]), e["applied"]) == (prio, "1")
+        assert e["skb"] in lower, trace
+        assert (int(lower[e["skb"]]["old"]), lower[e["skb"]]["applied"]) \
+            == (prio, "0")
+        assert e["skb"] in xmit, trace
 
 
 def test_kmemleak_is_armed_exactly_on_flavours_that_scan(guest):

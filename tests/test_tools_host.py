@@ -140,10 +140,11 @@ def test_c_unit_tests_pass(tools):
               f"OUT={tools}", "check"])
     assert r.returncode == 0, r.stdout + r.stderr
     # One summary per test program: util/seqtrack, dcblab-run,
-    # dcbapp-netprio's parser and engine, cgfuzz's model and generator.
+    # dcbapp-netprio's parser and engine, cgfuzz's model and generator,
+    # dcbfuzz's model and requests.
     summaries = re.findall(r"^(.*\d+ passed, (\d+) failed)$", r.stdout, re.M)
-    assert len(summaries) == 4, r.stdout
-    assert [failed for _, failed in summaries] == ["0"] * 4, r.stdout
+    assert len(summaries) == 5, r.stdout
+    assert [failed for _, failed in summaries] == ["0"] * 5, r.stdout
 
 
 @pytest.mark.parametrize("tool", ["priosend", "priosink", "cgwrite",

@@ -10,6 +10,7 @@
  * struct ieee_ets (59 bytes), struct ieee_pfc (136) or struct dcb_app (4).
  *
  *   dcbnl-raw [-j] [-d] DEV ets|pfc|app HEX
+ *   dcbnl-raw [-j] DEV cee-app IDTYPE:ID:PRIO
  *   dcbnl-raw DEV reset
  *   dcbnl-raw [-j] DEV get
  *
@@ -18,7 +19,9 @@
  * what differs, and prints one line per change: dcblab-restore runs it
  * between tests.  get prints the kernel's whole reply to DCB_CMD_IEEE_GET
  * (the datagram, netlink header first) in hex: the captured messages
- * dcbapp-netprio's parser is tested on come from it.
+ * dcbapp-netprio's parser is tested on come from it.  cee-app sends CEE's
+ * DCB_CMD_SAPP (one APP entry as three attributes, no driver check in
+ * dcbnl unless the driver has a .setapp).
  *
  * dcbnl acknowledges an IEEE set with 0 even when the driver refused it:
  * the driver's error travels as a u8 attribute (DCB_ATTR_IEEE) of the
@@ -38,6 +41,7 @@
 #include <net/if.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -46,6 +50,7 @@
 static void usage(void)
 {
 	printf("usage: dcbnl-raw [-j] [-d] DEV ets|pfc|app HEX\n"
+	       "       dcbnl-raw [-j] DEV cee-app IDTYPE:ID:PRIO\n"
 	       "       dcbnl-raw DEV reset\n"
 	       "       dcbnl-raw [-j] DEV get\n"
 	       "  send RTM_SETDCB DCB_CMD_IEEE_SET (-d: DCB_CMD_IEEE_DEL) for DEV\n"
@@ -54,6 +59,8 @@ static void usage(void)
 	       "    pfc  struct ieee_pfc, %zu bytes\n"
 	       "    app  struct dcb_app, %zu bytes (in DCB_ATTR_IEEE_APP_TABLE)\n"
 	       "  and report the kernel's answer by errno name;\n"
+	       "  cee-app: CEE DCB_CMD_SAPP of one entry (IDTYPE 0 ethertype,\n"
+	       "  1 port; numbers in C notation), its answer likewise;\n"
 	       "  reset: ETS, PFC and APP back to the driver's defaults, one\n"
 	       "  line printed per change\n"
 	       "  get: the kernel's reply to DCB_CMD_IEEE_GET, the whole\n"
@@ -182,10 +189,11 @@ static int dcb_reply(char *buf, ssize_t n, uint16_t type,
 }
 
 /*
- * The kernel's answer to an IEEE set/del: the errno (positive), 0, or -1
- * with *why set when no answer could be read.
+ * The kernel's answer to a set/del whose reply carries the driver's error
+ * in the u8 attribute attr (DCB_ATTR_IEEE, DCB_ATTR_APP): the errno
+ * (positive), 0, or -1 with *why set when no answer could be read.
  */
-static int answer(int fd, const char **why)
+static int answer(int fd, uint16_t attr, const char **why)
 {
 	char buf[8192];
 	struct nlattr *attrs = NULL;
@@ -198,14 +206,13 @@ static int answer(int fd, const char **why)
 	if (err)
 		return err;
 	for_each_attr(a, attrs, len) {
-		if (a->nla_type == DCB_ATTR_IEEE &&
-		    a->nla_len >= NLA_HDRLEN + 1) {
+		if (a->nla_type == attr && a->nla_len >= NLA_HDRLEN + 1) {
 			int8_t e = *(int8_t *)((char *)a + NLA_HDRLEN);
 
 			return e < 0 ? -e : e;
 		}
 	}
-	*why = "reply without DCB_ATTR_IEEE";
+	*why = "reply without the driver's answer attribute";
 	return -1;
 }
 
@@ -251,7 +258,62 @@ static int send_ieee(int fd, const char *dev, uint8_t cmd, unsigned int type,
 		*why = strerror(errno);
 		return -1;
 	}
-	return type ? answer(fd, why) : 0;
+	return type ? answer(fd, DCB_ATTR_IEEE, why) : 0;
+}
+
+/* CEE's DCB_CMD_SAPP of one APP entry: the errno, 0, or -1 with *why */
+static int send_cee_app(int fd, const char *dev, uint8_t idtype, uint16_t id,
+			uint8_t prio, const char **why)
+{
+	struct msg m = { .len = NLMSG_LENGTH(sizeof(struct dcbmsg)) };
+	struct nlmsghdr *h = (struct nlmsghdr *)m.buf;
+	struct dcbmsg *d = NLMSG_DATA(h);
+	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+	struct nlattr *app;
+
+	h->nlmsg_type = RTM_SETDCB;
+	h->nlmsg_flags = NLM_F_REQUEST;
+	h->nlmsg_seq = 1;
+	d->dcb_family = AF_UNSPEC;
+	d->cmd = DCB_CMD_SAPP;
+	put_attr(&m, DCB_ATTR_IFNAME, dev, strlen(dev) + 1);
+	app = put_attr(&m, DCB_ATTR_APP, NULL, 0);
+	put_attr(&m, DCB_APP_ATTR_IDTYPE, &idtype, sizeof(idtype));
+	put_attr(&m, DCB_APP_ATTR_ID, &id, sizeof(id));
+	put_attr(&m, DCB_APP_ATTR_PRIORITY, &prio, sizeof(prio));
+	end_nest(&m, app);
+	h->nlmsg_len = (uint32_t)m.len;
+	if (sendto(fd, m.buf, m.len, 0, (struct sockaddr *)&kernel,
+		   sizeof(kernel)) < 0) {
+		*why = strerror(errno);
+		return -1;
+	}
+	return answer(fd, DCB_ATTR_APP, why);
+}
+
+/* IDTYPE:ID:PRIO, each a number in C notation within its field */
+static int parse_cee_app(const char *text, uint8_t *idtype, uint16_t *id,
+			 uint8_t *prio)
+{
+	unsigned long v[3];
+	const char *p = text;
+	char *end;
+
+	for (int i = 0; i < 3; i++) {
+		errno = 0;
+		v[i] = strtoul(p, &end, 0);
+		if (errno || end == p || *end != (i < 2 ? ':' : '\0'))
+			return usage_error("cee-app '%s': expected IDTYPE:ID:PRIO",
+					   text);
+		p = end + 1;
+	}
+	if (v[0] > UINT8_MAX || v[1] > UINT16_MAX || v[2] > UINT8_MAX)
+		return usage_error("cee-app '%s': IDTYPE and PRIO 0..255, ID "
+				   "0..65535", text);
+	*idtype = (uint8_t)v[0];
+	*id = (uint16_t)v[1];
+	*prio = (uint8_t)v[2];
+	return 0;
 }
 
 #define MAX_APPS 64
@@ -415,8 +477,8 @@ int main(int argc, char **argv)
 	bool two = !strcmp(kind, "reset") || !strcmp(kind, "get");
 
 	if (two ? left != 2 : left != 3)
-		return usage_error("expected DEV ets|pfc|app HEX, or DEV "
-				   "reset|get");
+		return usage_error("expected DEV ets|pfc|app HEX, DEV cee-app "
+				   "IDTYPE:ID:PRIO, or DEV reset|get");
 	if (strlen(dev) >= IFNAMSIZ)
 		return usage_error("DEV '%s' is longer than %d characters",
 				   dev, IFNAMSIZ - 1);
@@ -429,11 +491,20 @@ int main(int argc, char **argv)
 	} else if (!strcmp(kind, "app")) {
 		want = sizeof(struct dcb_app);
 		type = APP_ENTRY;
+	} else if (!strcmp(kind, "cee-app")) {
+		type = DCB_ATTR_APP;
 	} else if (!two) {
-		return usage_error("KIND '%s': ets, pfc, app, reset or get",
-				   kind);
+		return usage_error("KIND '%s': ets, pfc, app, cee-app, reset or "
+				   "get", kind);
 	}
-	if (type) {
+	uint8_t idtype = 0, prio = 0;
+	uint16_t id = 0;
+
+	if (type == DCB_ATTR_APP) {
+		err = parse_cee_app(argv[optind + 2], &idtype, &id, &prio);
+		if (err)
+			return err;
+	} else if (type) {
 		err = parse_hex(argv[optind + 2], value, want);
 		if (err)
 			return err;
@@ -452,8 +523,11 @@ int main(int argc, char **argv)
 		close(fd);
 		return err;
 	}
-	err = send_ieee(fd, dev, o.del ? DCB_CMD_IEEE_DEL : DCB_CMD_IEEE_SET,
-			type, value, want, &why);
+	if (type == DCB_ATTR_APP)
+		err = send_cee_app(fd, dev, idtype, id, prio, &why);
+	else
+		err = send_ieee(fd, dev, o.del ? DCB_CMD_IEEE_DEL
+				: DCB_CMD_IEEE_SET, type, value, want, &why);
 	close(fd);
 	if (err < 0)
 		return runtime_error("%s %s: %s", dev, kind, why);

@@ -4,8 +4,8 @@
  *
  * The lab's sender: it joins a cgroup before opening its socket (so
  * net_prio tags the socket with that cgroup's prioidx), can set
- * SO_PRIORITY, and can move itself to another cgroup mid-stream while the
- * socket stays open.  Every frame carries the payload of payload.h.
+ * SO_PRIORITY, and can move itself to another cgroup or change its
+ * socket's SO_PRIORITY mid-stream while the socket stays open.  Every frame carries the payload of payload.h.
  */
 #include "payload.h"
 #include "util.h"
@@ -37,8 +37,8 @@ struct opts {
 	const char *cgroup, *move_to;
 	uint64_t move_after;
 	bool move_after_set;
-	uint64_t so_priority;
-	bool so_priority_set;
+	uint64_t so_priority, so_priority_to;
+	bool so_priority_set, so_priority_to_set;
 	/* DEST, parsed: a MAC in raw mode, an IP address and port in udp */
 	uint8_t mac[6];
 	struct sockaddr_storage ip;
@@ -47,7 +47,7 @@ struct opts {
 
 struct result {
 	uint64_t sent, errors, retries;
-	long long moved_at;		/* frames sent before the move, or -1 */
+	long long moved_at;	/* frames sent before the move/change, or -1 */
 	double elapsed;
 };
 
@@ -68,8 +68,10 @@ static void usage(void)
 "                          without --flow are told apart; printed as \"flow\")\n"
 "  -g, --cgroup PATH       join cgroup PATH before opening the socket\n"
 "  -M, --move-to PATH      move to cgroup PATH mid-stream, socket kept open\n"
-"      --move-after N      frames sent before the move (default count/2)\n"
+"      --move-after N      frames sent before the move or the SO_PRIORITY\n"
+"                          change (default count/2)\n"
 "  -P, --so-priority N     set SO_PRIORITY N on the socket\n"
+"      --so-priority-to N  set SO_PRIORITY N mid-stream, socket kept open\n"
 "  -E, --ethertype N       raw mode ethertype (default 0x%04x)\n"
 "  -j, --json              print one JSON object\n"
 "  -h, --help              this text\n"
@@ -84,14 +86,17 @@ static void usage(void)
 		DEFAULT_ETHERTYPE);
 }
 
-/* --move-after has no short form: 'A' is not in the short options. */
+/* --move-after and --so-priority-to have no short form: 'A' and 'T' are
+ * not in the short options.
+ */
 static const struct option longopts[] = {
 	OPTION_ARG("mode", 'm'), OPTION_ARG("interface", 'I'),
 	OPTION_ARG("port", 'p'), OPTION_ARG("count", 'c'),
 	OPTION_ARG("rate", 'r'), OPTION_ARG("size", 's'),
 	OPTION_ARG("flow", 'f'), OPTION_ARG("cgroup", 'g'),
 	OPTION_ARG("move-to", 'M'), OPTION_ARG("move-after", 'A'),
-	OPTION_ARG("so-priority", 'P'), OPTION_ARG("ethertype", 'E'),
+	OPTION_ARG("so-priority", 'P'), OPTION_ARG("so-priority-to", 'T'),
+	OPTION_ARG("ethertype", 'E'),
 	COMMON_OPTIONS,
 };
 
@@ -181,6 +186,10 @@ static int set_option(void *ctx, int c, const char *arg)
 		o->so_priority_set = true;
 		return parse_u64("--so-priority", arg, 0, UINT32_MAX,
 				 &o->so_priority);
+	case 'T':
+		o->so_priority_to_set = true;
+		return parse_u64("--so-priority-to", arg, 0, UINT32_MAX,
+				 &o->so_priority_to);
 	case 'E':
 		return parse_u64("--ethertype", arg, 0x600, 0xffff,
 				 &o->ethertype);
@@ -194,8 +203,11 @@ static int check_args(struct opts *o, char **argv)
 	o->dest = argv[optind];
 	if (o->raw && !o->ifname)
 		return usage_error("raw mode needs --interface");
-	if (o->move_after_set && !o->move_to)
-		return usage_error("--move-after needs --move-to");
+	if (o->move_after_set && !o->move_to && !o->so_priority_to_set)
+		return usage_error("--move-after needs --move-to or "
+				   "--so-priority-to");
+	if (o->raw && o->so_priority_to_set)
+		return usage_error("--so-priority-to is for udp mode");
 	if (!o->move_after_set)
 		o->move_after = o->count / 2;
 	if (!o->flow_set)
@@ -265,6 +277,7 @@ static int send_frames(int fd, const struct opts *o, struct result *r)
 	};
 	uint8_t buf[MAX_PAYLOAD] = { 0 };
 	struct timespec next;
+	uint32_t prio = (uint32_t)o->so_priority;
 	double t0;
 
 	if (o->raw) {
@@ -278,15 +291,26 @@ static int send_frames(int fd, const struct opts *o, struct result *r)
 	t0 = now();
 	clock_gettime(CLOCK_MONOTONIC, &next);
 	while (r->sent < o->count) {
-		struct payload p = { .flow = (uint32_t)o->flow, .seq = r->sent,
-				     .so_priority = (uint32_t)o->so_priority };
+		struct payload p = { .flow = (uint32_t)o->flow, .seq = r->sent };
 		ssize_t n;
 
-		if (o->move_to && r->sent == o->move_after && r->moved_at < 0) {
-			if (join_cgroup(o->move_to))
+		if ((o->move_to || o->so_priority_to_set) &&
+		    r->sent == o->move_after && r->moved_at < 0) {
+			if (o->move_to && join_cgroup(o->move_to))
 				return EXIT_FAILURE;
+			if (o->so_priority_to_set) {
+				int to = (int)(uint32_t)o->so_priority_to;
+
+				if (setsockopt(fd, SOL_SOCKET, SO_PRIORITY, &to,
+					       sizeof(to)) < 0)
+					return runtime_error("SO_PRIORITY %d: %s",
+							     to,
+							     strerror(errno));
+				prio = (uint32_t)to;
+			}
 			r->moved_at = (long long)r->sent;
 		}
+		p.so_priority = prio;
 		if (o->rate)
 			pace(&next, o->rate);
 		payload_put(buf, &p);
@@ -332,9 +356,13 @@ static void print_result(const struct opts *o, const struct result *r)
 	print_uint(PRINT_JSON, "so_priority", NULL, o->so_priority);
 	if (r->moved_at < 0)
 		print_null(PRINT_JSON, "moved_at", NULL);
-	else
+	else if (o->move_to)
 		print_int(PRINT_ANY, "moved_at",
 			  ", moved cgroup after %lld frames", r->moved_at);
+	else
+		print_int(PRINT_ANY, "moved_at",
+			  ", SO_PRIORITY changed after %lld frames",
+			  r->moved_at);
 	print_text("\n");
 	delete_json_obj();
 }

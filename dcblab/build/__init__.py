@@ -8,12 +8,15 @@ series   kernel-patches/series: quilt application that keeps mtimes of
 checks   fragment parsing and the dropped-option check, checkpatch.pl
 stamps   what lets checkpatch, check-series and the kernel's make run
          only when their inputs changed
-main     ``python3 -m dcblab.build kernel|patch|checkpatch|check-series
+iproute2 the guests' ``dcb``: Debian's iproute2 source with
+         iproute2-patches/, fetched with apt into BUILD/iproute2
+main     ``python3 -m dcblab.build kernel|patch|checkpatch|check-series|dcb
          [--flavour NAME] [--force]``
 
 Imports only dcblab.core.
 """
 
+from . import iproute2
 from .checks import (check_config, checkpatch, dropped_options,
                      merge_fragments, parse_fragment)
 from .common import BuildError, ConfigMismatch
@@ -23,7 +26,7 @@ from .main import main
 from .series import apply_patches, check_series, failed_hunks, read_series
 from .stamps import forget_check_stamps
 
-__all__ = ["main", "BuildError", "ConfigMismatch",
+__all__ = ["main", "BuildError", "ConfigMismatch", "iproute2",
            "extract", "configure", "build_kernel", "fragment_files",
            "build_log",
            "read_series", "apply_patches", "failed_hunks", "check_series",

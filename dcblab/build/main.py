@@ -8,7 +8,7 @@ from dcblab.core import paths
 from dcblab.core.errors import DcblabError
 from dcblab.core.flavours import DEFAULT, FLAVOURS, flavour
 
-from . import kernel
+from . import iproute2, kernel
 from .checks import checkpatch
 from .common import Step, say
 from .series import apply_patches, check_series
@@ -21,7 +21,7 @@ def main(argv=None):
                                  description=kernel.__doc__,
                                  formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("what", choices=["kernel", "patch", "checkpatch",
-                                     "check-series"])
+                                     "check-series", "dcb"])
     ap.add_argument("--flavour", metavar="NAME",
                     help=f"kernel flavour: {', '.join(FLAVOURS)} (default: "
                          f"$FLAVOUR, else {DEFAULT})")
@@ -35,6 +35,9 @@ def main(argv=None):
             return checkpatch(args.force)
         if args.what == "check-series":
             return check_series(args.force)
+        if args.what == "dcb":
+            iproute2.build_dcb(args.force)
+            return 0
         t0 = time.monotonic()
         with Step("extract"):
             kernel.extract()

@@ -169,9 +169,13 @@ def run_script(machine, script, what="switch setup", timeout=30.0):
                       check=False)
     if res.rc == 0:
         return res
-    traced = [ln for ln in res.stderr.splitlines() if ln.startswith("+ ")]
-    said = [ln for ln in res.stderr.splitlines()
-            if ln.strip() and not ln.startswith("+ ")]
-    failed = traced[-1][2:] if traced else "?"
+    lines = res.stderr.splitlines()
+    last = max((i for i, ln in enumerate(lines) if ln.startswith("+ ")),
+               default=None)
+    failed = lines[last][2:] if last is not None else "?"
+    # What the failed command said: only the lines after its trace, not
+    # what earlier commands of the script printed (a tc batch's output).
+    said = [ln for ln in lines[(last if last is not None else -1) + 1:]
+            if ln.strip()]
     raise LabError(f"{machine.name}: {what} failed (rc {res.rc}) at "
                    f"`{failed}`: {' / '.join(said[-3:]) or 'no message'}")

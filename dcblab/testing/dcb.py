@@ -1,13 +1,15 @@
 """DCB in the guests: what the dcbnl scenarios build on.
 
 Reading goes through iproute2's ``dcb -j``; setting a valid configuration
-too. Invalid configurations go through ``dcbnl-raw`` (tools/dcbnl-raw.c),
-which sends the struct's bytes unchecked: ``dcb`` refuses many of them
-itself, and it exits 0 when the driver refused what it sent (dcbnl
-acknowledges an IEEE set with 0 and carries the driver's errno in a u8
-attribute of the reply, which ``dcb`` does not read as an error).
+too (the guests' ``dcb`` carries our fix of 6.1.0's reply handling,
+iproute2-patches/). Invalid configurations go through ``dcbnl-raw``
+(tools/dcbnl-raw.c), which sends the struct's bytes unchecked (``dcb``
+refuses many of them itself) and names the errno the kernel answered:
+dcbnl answers an IEEE set with a reply whose u8 attribute holds the
+driver's error.
 """
 
+import contextlib
 import json
 import struct
 import time
@@ -18,7 +20,7 @@ __all__ = ["TSA", "SEL", "dcb_show", "ets_bytes", "app_bytes", "pfc_bytes",
            "dcbnl_raw", "dcb_reset", "tx_queue_packets", "TxQueueCounter",
            "queue_tcs", "ets_of", "pfc_of", "apps_of", "LLDPTOOL",
            "lldp_set", "lldp_del_app", "ets_rec_args", "dcbx_port",
-           "peer_tlv", "fresh_lldpad", "wait_for"]
+           "peer_tlv", "fresh_lldpad", "wait_for", "lldpad_stopped"]
 
 # include/uapi/linux/dcbnl.h
 TSA = {"strict": 0, "cbs": 1, "ets": 2, "vendor": 255}
@@ -205,3 +207,21 @@ def wait_for(what, read, ok, timeout=15.0, interval=0.1):
             raise TimeoutError(f"{what}: not within {timeout:g} s "
                                f"(last read: {value!r})")
         time.sleep(interval)
+
+
+@contextlib.contextmanager
+def lldpad_stopped(guests):
+    """lldpad stopped in each guest that runs it, their DCB reset to the
+    driver's defaults; started again after. A running DCBX agent owns the
+    port's DCB: it writes its ETS, PFC and APP to the driver with every
+    LLDPDU it builds."""
+    running = [g for g in guests
+               if g.run(["dcblab-lldpad", "status"], check=False).rc == 0]
+    for g in running:
+        g.run(["dcblab-lldpad", "stop"])
+        g.run(["dcbnl-raw", "eth0", "reset"])
+    try:
+        yield
+    finally:
+        for g in running:
+            g.run(["dcblab-lldpad", "start"])
