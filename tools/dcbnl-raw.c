@@ -224,20 +224,43 @@ static int answer(int fd, uint16_t attr, const char **why)
  */
 #define APP_ENTRY 0x100
 
-static int send_ieee(int fd, const char *dev, uint8_t cmd, unsigned int type,
-		     const void *value, size_t len, const char **why)
+/* A dcbnl request of type and cmd for dev, its attributes to follow. */
+static void msg_start(struct msg *m, uint16_t type, uint8_t cmd,
+		      const char *dev)
 {
-	struct msg m = { .len = NLMSG_LENGTH(sizeof(struct dcbmsg)) };
-	struct nlmsghdr *h = (struct nlmsghdr *)m.buf;
+	struct nlmsghdr *h = (struct nlmsghdr *)m->buf;
 	struct dcbmsg *d = NLMSG_DATA(h);
-	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
 
-	h->nlmsg_type = type ? RTM_SETDCB : RTM_GETDCB;
+	memset(m, 0, sizeof(*m));
+	m->len = NLMSG_LENGTH(sizeof(struct dcbmsg));
+	h->nlmsg_type = type;
 	h->nlmsg_flags = NLM_F_REQUEST;
 	h->nlmsg_seq = 1;
 	d->dcb_family = AF_UNSPEC;
 	d->cmd = cmd;
-	put_attr(&m, DCB_ATTR_IFNAME, dev, strlen(dev) + 1);
+	put_attr(m, DCB_ATTR_IFNAME, dev, strlen(dev) + 1);
+}
+
+/* Sends m to the kernel: 0, or -1 with *why */
+static int msg_send(int fd, struct msg *m, const char **why)
+{
+	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+
+	((struct nlmsghdr *)m->buf)->nlmsg_len = (uint32_t)m->len;
+	if (sendto(fd, m->buf, m->len, 0, (struct sockaddr *)&kernel,
+		   sizeof(kernel)) < 0) {
+		*why = strerror(errno);
+		return -1;
+	}
+	return 0;
+}
+
+static int send_ieee(int fd, const char *dev, uint8_t cmd, unsigned int type,
+		     const void *value, size_t len, const char **why)
+{
+	struct msg m;
+
+	msg_start(&m, type ? RTM_SETDCB : RTM_GETDCB, cmd, dev);
 	if (type) {
 		struct nlattr *ieee = put_attr(&m, DCB_ATTR_IEEE, NULL, 0);
 
@@ -252,12 +275,8 @@ static int send_ieee(int fd, const char *dev, uint8_t cmd, unsigned int type,
 		}
 		end_nest(&m, ieee);
 	}
-	h->nlmsg_len = (uint32_t)m.len;
-	if (sendto(fd, m.buf, m.len, 0, (struct sockaddr *)&kernel,
-		   sizeof(kernel)) < 0) {
-		*why = strerror(errno);
+	if (msg_send(fd, &m, why))
 		return -1;
-	}
 	return type ? answer(fd, DCB_ATTR_IEEE, why) : 0;
 }
 
@@ -265,29 +284,17 @@ static int send_ieee(int fd, const char *dev, uint8_t cmd, unsigned int type,
 static int send_cee_app(int fd, const char *dev, uint8_t idtype, uint16_t id,
 			uint8_t prio, const char **why)
 {
-	struct msg m = { .len = NLMSG_LENGTH(sizeof(struct dcbmsg)) };
-	struct nlmsghdr *h = (struct nlmsghdr *)m.buf;
-	struct dcbmsg *d = NLMSG_DATA(h);
-	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+	struct msg m;
 	struct nlattr *app;
 
-	h->nlmsg_type = RTM_SETDCB;
-	h->nlmsg_flags = NLM_F_REQUEST;
-	h->nlmsg_seq = 1;
-	d->dcb_family = AF_UNSPEC;
-	d->cmd = DCB_CMD_SAPP;
-	put_attr(&m, DCB_ATTR_IFNAME, dev, strlen(dev) + 1);
+	msg_start(&m, RTM_SETDCB, DCB_CMD_SAPP, dev);
 	app = put_attr(&m, DCB_ATTR_APP, NULL, 0);
 	put_attr(&m, DCB_APP_ATTR_IDTYPE, &idtype, sizeof(idtype));
 	put_attr(&m, DCB_APP_ATTR_ID, &id, sizeof(id));
 	put_attr(&m, DCB_APP_ATTR_PRIORITY, &prio, sizeof(prio));
 	end_nest(&m, app);
-	h->nlmsg_len = (uint32_t)m.len;
-	if (sendto(fd, m.buf, m.len, 0, (struct sockaddr *)&kernel,
-		   sizeof(kernel)) < 0) {
-		*why = strerror(errno);
+	if (msg_send(fd, &m, why))
 		return -1;
-	}
 	return answer(fd, DCB_ATTR_APP, why);
 }
 

@@ -110,6 +110,7 @@ def _host_sources():
 
 
 def _apt(apt_dir, *args, cwd=None):
+    """apt-get with its state, lists and cache under apt_dir."""
     opts = ["-o", "Dir::Etc::SourceList=" + str(apt_dir / "sources.list"),
             "-o", "Dir::Etc::SourceParts=" + str(apt_dir / "parts"),
             "-o", "Dir::State=" + str(apt_dir / "state"),
@@ -117,13 +118,7 @@ def _apt(apt_dir, *args, cwd=None):
             "-o", "Dir::Cache=" + str(apt_dir / "cache"),
             "-o", "Debug::NoLocking=1", "-o", "APT::Sandbox::User=root",
             "-q"]
-    res = subprocess.run(["apt-get", *opts, *args], cwd=cwd,
-                         capture_output=True, text=True)
-    if res.returncode != 0:
-        tail = (res.stderr.strip() or res.stdout.strip()).splitlines()[-3:]
-        raise BuildError(f"apt-get {' '.join(args)} exited "
-                         f"{res.returncode}: {' / '.join(tail)}")
-    return res
+    return _run(["apt-get", *opts, *args], cwd, f"apt-get {args[0]}")
 
 
 def _fetch(version):
