@@ -56,6 +56,7 @@ help:
 	@echo "  make demo        the DCB priority demo: a switch VM and three hosts, ETS shares live, build/demo/shares.png"
 	@echo "  make bench       measured figures: build time, boot times; also times the"
 	@echo "                   make test suite warm and cold (checkpatch, check-series re-run)"
+	@echo "  make fuzz        the guest fuzzers at full volume (10^5 each), FLAVOUR=debug too"
 	@echo "  make soak        20 lab up/down cycles, 10 with up, the keeper or pytest SIGKILLed;"
 	@echo "                   nothing may be left after any (<= 10 min; SEED=N replays a run)"
 	@echo "  make clean       remove $(BUILD)"
@@ -153,6 +154,13 @@ demo: kernel image
 
 bench: kernel image
 	$(PY) bin/dcblab bench
+
+# The fuzzers at full volume on any flavour (docs/testing.md): 10^5 dcbnl
+# requests and 10^5 cgroup writes even where the suite gives them a time
+# slot (the debug kernel: ~13 min there).
+.PHONY: fuzz
+fuzz: kernel image tools-check
+	DCBLAB_FUZZ_FULL=1 $(call PYTEST,-s tests/test_dcbnl_fuzz.py tests/test_cgroup_fuzz.py)
 
 # The soak (docs/testing.md): a leak census after every cycle; the seed is
 # printed first, SEED=N runs the same cycles again.

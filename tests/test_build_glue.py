@@ -467,3 +467,67 @@ def test_the_guests_dcb_patches_apply_in_order():
     assert [p.name for p in patches] == \
         ["0001-dcb-read-the-ACK-that-follows-a-reply.patch"]
     assert "+++ b/dcb/dcb.c" in patches[0].read_text()
+
+
+# --- the series minus one patch (make bench's kernels) -----------------------
+
+def _patch_dir(tmp_path):
+    d = tmp_path / "kernel-patches"
+    d.mkdir()
+    for n in ("0001-a.patch", "0002-b.patch", "0003-c.patch"):
+        (d / n).write_text(f"patch {n}\n")
+    (d / "lab.config").write_text("CONFIG_NET=y\n")
+    (d / "series").write_text("# the series\n0001-a.patch\n0002-b.patch -p1\n"
+                              "0003-c.patch\n")
+    return d
+
+
+def test_series_minus_one_leaves_out_that_patch_and_keeps_the_rest(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr(paths, "PATCH_DIR", _patch_dir(tmp_path))
+    dest = tmp_path / "without"
+    build.variants.patch_dir_without("0002-b.patch", dest)
+    assert sorted(f.name for f in dest.iterdir()) == \
+        ["0001-a.patch", "0003-c.patch", "lab.config", "series"]
+    assert build.read_series(dest) == ["0001-a.patch", "0003-c.patch"]
+    assert (dest / "lab.config").read_text() == "CONFIG_NET=y\n"
+    # Again, for another patch: what the first left is replaced.
+    build.variants.patch_dir_without("0003-c.patch", dest)
+    assert build.read_series(dest) == ["0001-a.patch", "0002-b.patch"]
+    assert not (dest / "0003-c.patch").exists()
+
+
+def test_a_patch_is_named_by_its_number_and_a_bad_name_lists_the_series(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr(paths, "PATCH_DIR", _patch_dir(tmp_path))
+    assert build.variants.patch_named("0002") == "0002-b.patch"
+    assert build.variants.patch_named("0003-c.patch") == "0003-c.patch"
+    for bad, count in (("0009", 0), ("000", 3)):
+        with pytest.raises(build.BuildError) as e:
+            build.variants.patch_named(bad)
+        assert str(e.value) == (
+            f"{bad!r} names {count} patches of {paths.PATCH_DIR}/series (it "
+            "has: 0001-a.patch, 0002-b.patch, 0003-c.patch)")
+
+
+def test_the_series_minus_each_patch_bench_measures_applies(tmp_path):
+    """make bench builds the series without each patch of MEASURED: the
+    rest must apply to pristine linux-source-6.1 without it."""
+    names = build.read_series()
+    texts = {n: (paths.PATCH_DIR / n).read_text() for n in names}
+    files = sorted({line[6:].split()[0] for t in texts.values()
+                    for line in t.splitlines() if line.startswith("+++ b/")})
+    subprocess.run(["tar", "-xf", str(paths.KERNEL_TARBALL), "-C",
+                    str(tmp_path), "--ignore-failed-read",
+                    *[f"linux-source-6.1/{f}" for f in files]],
+                   capture_output=True)
+    pristine = tmp_path / "linux-source-6.1"
+    for left_out in map(build.variants.patch_named, build.variants.MEASURED):
+        tree = tmp_path / f"without-{left_out[:4]}"
+        shutil.copytree(pristine, tree)
+        for n in names:
+            if n == left_out:
+                continue
+            r = subprocess.run(["git", "apply", str(paths.PATCH_DIR / n)],
+                               cwd=tree, capture_output=True, text=True)
+            assert r.returncode == 0, f"without {left_out}: {n}: {r.stderr}"

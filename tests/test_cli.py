@@ -79,6 +79,19 @@ def test_bad_environment_is_one_line_exit_2_and_nothing_left(tmp_path, var,
     assert list(tmp_path.iterdir()) == []
 
 
+def test_missing_dcblab_kernel_is_one_line_exit_1_and_nothing_left(
+        tmp_path):
+    missing = tmp_path / "none" / "bzImage"
+    r = _dcblab(["up", "--name", "kernelcheck"],
+                {"DCBLAB_RUN": str(tmp_path / "run"),
+                 "DCBLAB_KERNEL": str(missing)})
+    assert r.returncode == 1
+    assert _one_line(r) == \
+        f"dcblab: missing {missing} (DCBLAB_KERNEL names the kernel)\n"
+    assert not (tmp_path / "run").exists() or \
+        list((tmp_path / "run").iterdir()) == []
+
+
 @pytest.mark.parametrize("args, text", [
     (["exec", "h3", "--", "true"], 'unknown host "h3" (hosts: h1, h2)'),
     (["logs", "h3"], 'unknown host "h3" (hosts: h1, h2)'),

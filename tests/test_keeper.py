@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from dcblab.core.paths import ROOT, default_topology
+from dcblab.core.proc import SIGINT_DEFAULT
 from dcblab.lab import leftovers, run_root
 
 DCBLAB = [sys.executable, str(ROOT / "bin" / "dcblab")]
@@ -177,7 +178,7 @@ def test_kill_9_of_up_while_starting_removes_the_lab(name):
 
 
 def test_double_ctrl_c_during_up_still_removes_everything(name):
-    up = subprocess.Popen(DCBLAB + ["up", "--name", name],
+    up = subprocess.Popen([*SIGINT_DEFAULT, *DCBLAB, "up", "--name", name],
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           text=True)
     st = _wait(lambda: (s := _state(name)) and s["hosts"] and s, 60,

@@ -9,6 +9,7 @@ Expected counts come from each scenario's own parameters.
 
 import pytest
 
+from dcblab.core import flavour
 from dcblab.scenarios import (LINK, RECEIVER, SENDER, Drop, FlowResult,
                               TwoCgroupsResult, two_cgroups_at_once)
 from dcblab.testing import (NETCLS, NETPRIO, QueueCounter, Sink, TraceCounter,
@@ -89,7 +90,11 @@ def test_two_cgroups_sending_at_once_keep_their_pcp_and_tc(lab):
     """The scenario of `dcblab demo` (dcblab.scenarios): every frame of each
     cgroup leaves by its TC's queue, is traced as mapped, and arrives with
     its PCP, by priosink and by flower alike."""
-    per_flow, prios = 50_000, {1: 2, 2: 5}
+    # 10^5 frames on the lab kernel; the debug kernel runs the same paths
+    # 10^4 times (10^5 took ~110 s of the debug pass there, and starved
+    # guests dropped frames on a loaded host).
+    per_flow = 5_000 if flavour().name == "debug" else 50_000
+    prios = {1: 2, 2: 5}
     res = two_cgroups_at_once(lab, prios, per_flow, vlan=VID)
     for f in res.flows:
         # Other TCs may carry the guests' own ARP/ND: only the flows' count.

@@ -28,6 +28,7 @@
  */
 #define _GNU_SOURCE		/* gettid */
 #include "cgmodel.h"
+#include "fuzzrun.h"
 #include "rtnl.h"
 #include "util.h"
 
@@ -56,7 +57,6 @@
 #define NCHILDREN	3
 #define NHIER		2	/* net_prio, net_cls: one per cgm_file */
 #define EXAMPLES	10	/* mismatches kept for the JSON */
-#define PRINTED		20	/* problems printed on stderr */
 #define ROOT_MAX	256	/* --prio-root, --cls-root */
 
 /* Devices: stable ones exist all run; churn ones come and go. */
@@ -103,8 +103,7 @@ struct opts {
 /* A writer and what it owns: one cgroup per hierarchy, w<idx>. */
 struct writer {
 	int idx;
-	pthread_t th;
-	bool started;
+	struct fuzz_thread th;
 	atomic_int tid;
 	atomic_bool done;
 	/*
@@ -149,8 +148,7 @@ static struct {
 	int npresent;
 	struct writer w[MAX_WRITERS];
 	pid_t child[NCHILDREN];
-	pthread_t churner[NCHURNERS];
-	bool churner_started[NCHURNERS];
+	struct fuzz_thread churner[NCHURNERS];
 	struct rtnl rtnl;		/* setup, link churn, cleanup */
 	atomic_ullong tickets;
 	atomic_int writers_done;
@@ -158,7 +156,7 @@ static struct {
 	struct churn churn;
 	pthread_mutex_t lock;		/* examples, stderr lines */
 	struct example ex[EXAMPLES];
-	int nex, printed;
+	int nex;
 	int leftovers;
 } g = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -199,39 +197,14 @@ static const struct option longopts[] = {
 	COMMON_OPTIONS,
 };
 
-static int parse_churn(struct opts *o, const char *arg)
-{
-	char list[64], *save = NULL;
-
-	memset(o->churn, 0, sizeof(o->churn));
-	if (!strcmp(arg, "none"))
-		return 0;
-	if (strlen(arg) >= sizeof(list))
-		goto bad;
-	strcpy(list, arg);
-	for (char *w = strtok_r(list, ",", &save); w;
-	     w = strtok_r(NULL, ",", &save)) {
-		int i = 0;
-
-		while (i < NCHURNERS && strcmp(w, churner_name[i]))
-			i++;
-		if (i == NCHURNERS)
-			goto bad;
-		o->churn[i] = true;
-	}
-	return 0;
-bad:
-	return usage_error("--churn '%s' is not a comma list of cgroups, "
-			   "links, moves, or none", arg);
-}
-
 static int set_option(void *ctx, int c, const char *arg)
 {
 	struct opts *o = ctx;
 
 	switch (c) {
 	case 'c':
-		return parse_churn(o, arg);
+		return fuzz_parse_churn(arg, churner_name, NCHURNERS,
+						o->churn);
 	case 's':
 		o->seed_set = true;
 		return parse_u64("--seed", arg, 0, UINT64_MAX, &o->seed);
@@ -253,32 +226,10 @@ static int set_option(void *ctx, int c, const char *arg)
 	return 0;
 }
 
-/* A line on stderr, at most PRINTED of them in a run. */
-static void report_line(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2)));
-
-static void report_line(const char *fmt, ...)
-{
-	va_list ap;
-
-	pthread_mutex_lock(&g.lock);
-	if (g.printed++ < PRINTED) {
-		fprintf(stderr, "%s: ", progname);
-		va_start(ap, fmt);
-		vfprintf(stderr, fmt, ap);
-		va_end(ap);
-		fputc('\n', stderr);
-	} else if (g.printed == PRINTED + 1) {
-		fprintf(stderr, "%s: (more problems: counted, not printed)\n",
-			progname);
-	}
-	pthread_mutex_unlock(&g.lock);
-}
-
 static void churn_error(const char *what, const char *name, int err)
 {
 	atomic_fetch_add(&g.churn.errors, 1);
-	report_line("churn: %s %s: %s (%s)", what, name, errname(err),
+	fuzz_report_line("churn: %s %s: %s (%s)", what, name, errname(err),
 		    strerror(err));
 }
 
@@ -365,7 +316,7 @@ static void mismatch(struct writer *w, enum cgm_file f, enum cgm_category c,
 			snprintf(want + n, sizeof(want) - n, "%s%s",
 				 n ? "|" : "", cgm_outcome_name(o));
 	}
-	report_line("mismatch: %s of %s cgroup, %s input \"%s\": expected "
+	fuzz_report_line("mismatch: %s of %s cgroup, %s input \"%s\": expected "
 		    "%s, got %s%s%s", cgm_file_name(f),
 		    transient ? "a transient" : "its own",
 		    cgm_category_name(c), input, want, cgm_outcome_name(got),
@@ -412,7 +363,7 @@ static void read_back(struct writer *w, enum cgm_file f, const char *buf,
 	cgm_escape(buf, len, 60, input, sizeof(input));
 	if (n < 0) {
 		w->readback_errors++;
-		report_line("read-back: w%d %s: %s", w->idx, cgm_file_name(f),
+		fuzz_report_line("read-back: w%d %s: %s", w->idx, cgm_file_name(f),
 			    errname((int)-n));
 		return;
 	}
@@ -423,7 +374,7 @@ static void read_back(struct writer *w, enum cgm_file f, const char *buf,
 		v = strtoull(w->text, &end, 10);
 		if (end == w->text || strcmp(end, "\n") || v != w->classid) {
 			w->readback_errors++;
-			report_line("read-back: w%d net_cls.classid reads "
+			fuzz_report_line("read-back: w%d net_cls.classid reads "
 				    "\"%.30s\", expected %u after \"%s\"",
 				    w->idx, w->text, w->classid, input);
 		}
@@ -446,7 +397,7 @@ static void read_back(struct writer *w, enum cgm_file f, const char *buf,
 		}
 		if (!line || strncmp(line, want, strlen(want))) {
 			w->readback_errors++;
-			report_line("read-back: w%d ifpriomap has \"%.*s\", "
+			fuzz_report_line("read-back: w%d ifpriomap has \"%.*s\", "
 				    "expected \"%s %u\" after \"%s\"", w->idx,
 				    line ? (int)strcspn(line, "\n") : 9,
 				    line ? line : "(no line)", stable_devs[i],
@@ -917,62 +868,23 @@ static int start_threads(void)
 		[CHURN_CGROUPS] = cgroup_churn, [CHURN_LINKS] = link_churn,
 		[CHURN_MOVES] = mover,
 	};
-	int err;
+	int err = 0;
 
-	for (unsigned int i = 0; i < g.o.writers; i++) {
-		err = pthread_create(&g.w[i].th, NULL, writer_main, &g.w[i]);
-		if (err)
-			return runtime_error("pthread_create: %s",
-					     strerror(err));
-		g.w[i].started = true;
-	}
-	for (int i = 0; i < NCHURNERS; i++) {
-		if (!g.o.churn[i])
-			continue;
-		err = pthread_create(&g.churner[i], NULL, fn[i], NULL);
-		if (err)
-			return runtime_error("pthread_create: %s",
-					     strerror(err));
-		g.churner_started[i] = true;
-	}
-	return 0;
-}
-
-enum stop_reason { STOP_WRITES, STOP_TIME, STOP_SIGNAL };
-
-/* Until the writes are done, the time is up or a signal came. */
-static enum stop_reason wait_for_end(double t0, int *sig)
-{
-	sigset_t set;
-
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGHUP);
-	for (;;) {
-		struct timespec ts = { 0, 50 * 1000 * 1000 };
-		int s = sigtimedwait(&set, NULL, &ts);
-
-		if (s > 0) {
-			*sig = s;
-			return STOP_SIGNAL;
-		}
-		if (atomic_load(&g.writers_done) == (int)g.o.writers)
-			return STOP_WRITES;
-		if (now() - t0 >= g.o.seconds)
-			return STOP_TIME;
-	}
+	for (unsigned int i = 0; i < g.o.writers && !err; i++)
+		err = fuzz_thread_start(&g.w[i].th, writer_main, &g.w[i]);
+	for (int i = 0; i < NCHURNERS && !err; i++)
+		if (g.o.churn[i])
+			err = fuzz_thread_start(&g.churner[i], fn[i], NULL);
+	return err;
 }
 
 static void stop_threads(void)
 {
 	atomic_store(&g.stop, true);
 	for (unsigned int i = 0; i < g.o.writers; i++)
-		if (g.w[i].started)
-			pthread_join(g.w[i].th, NULL);
+		fuzz_thread_join(&g.w[i].th);
 	for (int i = 0; i < NCHURNERS; i++)
-		if (g.churner_started[i])
-			pthread_join(g.churner[i], NULL);
+		fuzz_thread_join(&g.churner[i]);
 }
 
 /*
@@ -1004,7 +916,7 @@ static int remove_tree(const char *path)
 			break;
 		usleep(10 * 1000);
 	}
-	report_line("cleanup: rmdir %s: %s", path, strerror(errno));
+	fuzz_report_line("cleanup: rmdir %s: %s", path, strerror(errno));
 	return left + 1;
 }
 
@@ -1044,13 +956,13 @@ static void cleanup(void)
 				       : EBADF;
 
 		if (err && err != ENODEV)
-			report_line("cleanup: delete %s: %s", churn_devs[i],
+			fuzz_report_line("cleanup: delete %s: %s", churn_devs[i],
 				    strerror(err));
 	}
 	for (int i = NSTABLE - 1; i >= 0; i--) {
 		if (g.stable_made[i] && g.rtnl.fd >= 0 &&
 		    rtnl_del_link(&g.rtnl, stable_devs[i]))
-			report_line("cleanup: delete %s failed",
+			fuzz_report_line("cleanup: delete %s failed",
 				    stable_devs[i]);
 	}
 	rtnl_close(&g.rtnl);
@@ -1059,15 +971,13 @@ static void cleanup(void)
 				churn_devs[i - NSTABLE];
 
 		if (if_nametoindex(n)) {
-			report_line("cleanup: device %s is still there", n);
+			fuzz_report_line("cleanup: device %s is still there", n);
 			g.leftovers++;
 		}
 	}
 }
 
 /* ---- the report ---- */
-
-static const char *const stop_names[] = { "writes", "time", "signal" };
 
 static void print_outcomes(uint64_t (*sum)[CGM_NCATS][CGM_NOUTCOMES])
 {
@@ -1123,7 +1033,7 @@ static void print_examples(void)
 	close_json_array();
 }
 
-static uint64_t report(enum stop_reason why, double elapsed)
+static uint64_t report(enum fuzz_stop why, double elapsed)
 {
 	static uint64_t sum[CGM_NFILES][CGM_NCATS][CGM_NOUTCOMES];
 	uint64_t writes = 0, readbacks = 0, rb_err = 0, mism = 0;
@@ -1151,7 +1061,7 @@ static uint64_t report(enum stop_reason why, double elapsed)
 	print_float(PRINT_ANY, "writes_per_s", " (%.0f/s)",
 		    elapsed > 0 ? writes / elapsed : 0);
 	print_string(PRINT_ANY, "stopped", ", stopped by %s\n",
-		     stop_names[why]);
+		     fuzz_stop_name(why, "writes"));
 	print_uint(PRINT_ANY, "mismatches", "mismatches %llu", mism);
 	print_uint(PRINT_ANY, "readbacks", ", read-backs %llu", readbacks);
 	print_uint(PRINT_ANY, "readback_errors", " (%llu wrong)", rb_err);
@@ -1180,9 +1090,8 @@ static uint64_t report(enum stop_reason why, double elapsed)
 
 int main(int argc, char **argv)
 {
-	enum stop_reason why = STOP_WRITES;
+	enum fuzz_stop why = FUZZ_STOP_DONE;
 	double t0 = 0, t1 = 0;
-	sigset_t set;
 	int err, sig = 0;
 
 	progname = "cgfuzz";
@@ -1202,24 +1111,16 @@ int main(int argc, char **argv)
 	err = parse_options(argc, argv, &g.o.cli);
 	if (err)
 		return err;
-	if (!g.o.seed_set)
-		g.o.seed = (uint64_t)(now() * 1e9) ^ (uint64_t)getpid() << 32;
-	/* Before any thread or child: they inherit the mask; main waits. */
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	fuzz_begin(g.o.seed_set, &g.o.seed);
 	g.page = sysconf(_SC_PAGESIZE);
-	/* Printed first, so a run that hangs or dies can still be replayed. */
-	fprintf(stderr, "cgfuzz: seed %llu\n", (unsigned long long)g.o.seed);
 	err = setup();
 	if (!err) {
 		t0 = now();
 		err = start_threads();
 	}
 	if (!err)
-		why = wait_for_end(t0, &sig);
+		why = fuzz_wait(t0, g.o.seconds, &g.writers_done,
+				(int)g.o.writers, &sig);
 	atomic_store(&g.stop, true);
 	t1 = now();
 	cleanup();
@@ -1227,7 +1128,7 @@ int main(int argc, char **argv)
 		return err;
 	if (report(why, t1 - t0))
 		return EXIT_FAILURE;
-	if (why == STOP_SIGNAL)
+	if (why == FUZZ_STOP_SIGNAL)
 		return runtime_error("stopped by %s after cleaning up",
 				     strsignal(sig));
 	return 0;

@@ -41,6 +41,7 @@
  */
 #define _GNU_SOURCE		/* pipe2 */
 #include "dcbmodel.h"
+#include "fuzzrun.h"
 #include "rtnl.h"
 #include "util.h"
 
@@ -68,7 +69,6 @@
 #define MAX_THREADS	16
 #define CHECK_EVERY	256	/* requests between full read-backs */
 #define EXAMPLES	10	/* mismatches kept for the JSON */
-#define PRINTED		20	/* problems printed on stderr */
 #define REPLY_MAX	16384
 #define ETHTOOL		"/sbin/ethtool"
 #define TC		"/sbin/tc"
@@ -95,8 +95,7 @@ struct opts {
 
 struct worker {
 	int idx;
-	pthread_t th;
-	bool started;
+	struct fuzz_thread th;
 	struct cgm_rng rng;	/* the requests: the seed's, whatever the
 				 * answers */
 	struct rtnl nl;
@@ -123,8 +122,7 @@ static struct {
 	uint8_t start_q, maxq;
 	bool touched;			/* the device was changed: restore */
 	struct worker w[MAX_THREADS];
-	pthread_t churner[NCHURNERS];
-	bool churner_started[NCHURNERS];
+	struct fuzz_thread churner[NCHURNERS];
 	atomic_ullong tickets;
 	atomic_int workers_done;
 	atomic_bool stop;
@@ -137,7 +135,7 @@ static struct {
 	uint64_t churn_count[DCM_CH_NKINDS][DCM_CR_NRESULTS];
 	uint64_t churn_mismatches, churn_errors;
 	struct example ex[EXAMPLES];	/* lock: these and stderr lines */
-	int nex, printed;
+	int nex;
 	bool restored;
 	char restore_why[200];
 } g = {
@@ -177,39 +175,14 @@ static const struct option longopts[] = {
 	COMMON_OPTIONS,
 };
 
-static int parse_churn(struct opts *o, const char *arg)
-{
-	char list[64], *save = NULL;
-
-	memset(o->churn, 0, sizeof(o->churn));
-	if (!strcmp(arg, "none"))
-		return 0;
-	if (strlen(arg) >= sizeof(list))
-		goto bad;
-	strcpy(list, arg);
-	for (char *w = strtok_r(list, ",", &save); w;
-	     w = strtok_r(NULL, ",", &save)) {
-		int i = 0;
-
-		while (i < NCHURNERS && strcmp(w, churner_name[i]))
-			i++;
-		if (i == NCHURNERS)
-			goto bad;
-		o->churn[i] = true;
-	}
-	return 0;
-bad:
-	return usage_error("--churn '%s' is not a comma list of ethtool, tc, "
-			   "or none", arg);
-}
-
 static int set_option(void *ctx, int c, const char *arg)
 {
 	struct opts *o = ctx;
 
 	switch (c) {
 	case 'c':
-		return parse_churn(o, arg);
+		return fuzz_parse_churn(arg, churner_name, NCHURNERS,
+						o->churn);
 	case 's':
 		o->seed_set = true;
 		return parse_u64("--seed", arg, 0, UINT64_MAX, &o->seed);
@@ -229,28 +202,6 @@ static int set_option(void *ctx, int c, const char *arg)
 		return 0;
 	}
 	return 0;
-}
-
-/* A line on stderr, at most PRINTED of them in a run. */
-static void report_line(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2)));
-
-static void report_line(const char *fmt, ...)
-{
-	va_list ap;
-
-	pthread_mutex_lock(&g.lock);
-	if (g.printed++ < PRINTED) {
-		fprintf(stderr, "%s: ", progname);
-		va_start(ap, fmt);
-		vfprintf(stderr, fmt, ap);
-		va_end(ap);
-		fputc('\n', stderr);
-	} else if (g.printed == PRINTED + 1) {
-		fprintf(stderr, "%s: (more problems: counted, not printed)\n",
-			progname);
-	}
-	pthread_mutex_unlock(&g.lock);
 }
 
 static void outcome_list(unsigned int allowed, char *out, size_t size)
@@ -534,13 +485,13 @@ static void check(struct worker *w, bool sysfs, const char *after)
 	}
 	if (err) {
 		w->check_errors++;
-		report_line("read-back after %s: %s (%s)", after, errname(err),
+		fuzz_report_line("read-back after %s: %s (%s)", after, errname(err),
 			    strerror(err));
 		return;
 	}
 	if (!dcm_world_observe(&g.world, &o, why, sizeof(why))) {
 		w->check_errors++;
-		report_line("read-back after %s: %s", after, why);
+		fuzz_report_line("read-back after %s: %s", after, why);
 	}
 }
 
@@ -571,7 +522,7 @@ static void mismatch(struct worker *w, enum dcm_category c,
 	/* the header's seq and flags are ours: the rest is the request */
 	dcm_hex(w->msg.buf, w->msg.len, 96, hex, sizeof(hex));
 	outcome_list(allowed, want, sizeof(want));
-	report_line("mismatch: %s request %s: expected %s, got %s%s%s",
+	fuzz_report_line("mismatch: %s request %s: expected %s, got %s%s%s",
 		    dcm_category_name(c), hex, want, dcm_outcome_name(got),
 		    a->nl_err && got == DCM_OTHER ? " " : "",
 		    a->nl_err && got == DCM_OTHER ? errname(a->nl_err) : "");
@@ -615,7 +566,7 @@ static void one_request(struct worker *w)
 		allowed = o == DCM_OTHER ? 0 : DCM_BIT(o);
 	}
 	if (err)
-		report_line("%s request: %s (%s)", dcm_category_name(c),
+		fuzz_report_line("%s request: %s (%s)", dcm_category_name(c),
 			    errname(err), strerror(err));
 	w->count[c][got]++;
 	if (!(allowed & DCM_BIT(got)))
@@ -771,7 +722,7 @@ static void *churner(void *arg)
 			g.churn_mismatches++;
 		pthread_mutex_unlock(&g.churn_lock);
 		if (err) {
-			report_line("churn: %s: %s (%s)", dcm_churn_name(k),
+			fuzz_report_line("churn: %s: %s (%s)", dcm_churn_name(k),
 				    errname(err), strerror(err));
 			continue;
 		}
@@ -784,7 +735,7 @@ static void *churner(void *arg)
 					 want[0] ? "|" : "",
 					 dcm_churn_result_name(i));
 		dcm_churn_argv(&op, g.o.dev, args, sizeof(args), argv, 48);
-		report_line("churn mismatch: %s %s ... %s: expected %s, got "
+		fuzz_report_line("churn mismatch: %s %s ... %s: expected %s, got "
 			    "%s: %.*s", op.kind == DCM_CH_ETHTOOL ? "ethtool" :
 			    "tc", argv[0], argv[3] ? argv[3] : "", want,
 			    dcm_churn_result_name(got),
@@ -975,14 +926,14 @@ static void restore(void)
 
 		if (run_tool(TC, args, &r, text, sizeof(text)) ||
 		    r != DCM_CR_OK)
-			report_line("restore: tc qdisc del dev %s root: %s",
+			fuzz_report_line("restore: tc qdisc del dev %s root: %s",
 				    g.o.dev, text);
 	}
 	err = dcb_defaults(w);
 	if (err)
-		report_line("restore: DCB defaults: %s", errname(err));
+		fuzz_report_line("restore: DCB defaults: %s", errname(err));
 	if (!channels(&q, &max) && q != g.start_q && ethtool_l(g.start_q))
-		report_line("restore: ethtool -L %s combined %u failed",
+		fuzz_report_line("restore: ethtool -L %s combined %u failed",
 			    g.o.dev, g.start_q);
 	/* what is there now */
 	if (root_qdisc_is("mqprio")) {
@@ -1010,72 +961,32 @@ static void restore(void)
 			g.restored = true;
 	}
 	if (!g.restored)
-		report_line("restore: %s", g.restore_why);
+		fuzz_report_line("restore: %s", g.restore_why);
 }
 
 static int start_threads(void)
 {
-	int err;
+	int err = 0;
 
-	for (unsigned int i = 0; i < g.o.threads; i++) {
-		err = pthread_create(&g.w[i].th, NULL, worker_main, &g.w[i]);
-		if (err)
-			return runtime_error("pthread_create: %s",
-					     strerror(err));
-		g.w[i].started = true;
-	}
-	for (int i = 0; i < NCHURNERS; i++) {
-		if (!g.o.churn[i] || g.maxq < 2)
-			continue;
-		err = pthread_create(&g.churner[i], NULL, churner,
-				     (void *)(intptr_t)i);
-		if (err)
-			return runtime_error("pthread_create: %s",
-					     strerror(err));
-		g.churner_started[i] = true;
-	}
-	return 0;
-}
-
-enum stop_reason { STOP_REQUESTS, STOP_TIME, STOP_SIGNAL };
-
-static enum stop_reason wait_for_end(double t0, int *sig)
-{
-	sigset_t set;
-
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGHUP);
-	for (;;) {
-		struct timespec ts = { 0, 50 * 1000 * 1000 };
-		int s = sigtimedwait(&set, NULL, &ts);
-
-		if (s > 0) {
-			*sig = s;
-			return STOP_SIGNAL;
-		}
-		if (atomic_load(&g.workers_done) == (int)g.o.threads)
-			return STOP_REQUESTS;
-		if (now() - t0 >= g.o.seconds)
-			return STOP_TIME;
-	}
+	for (unsigned int i = 0; i < g.o.threads && !err; i++)
+		err = fuzz_thread_start(&g.w[i].th, worker_main, &g.w[i]);
+	for (int i = 0; i < NCHURNERS && !err; i++)
+		if (g.o.churn[i] && g.maxq >= 2)
+			err = fuzz_thread_start(&g.churner[i], churner,
+						(void *)(intptr_t)i);
+	return err;
 }
 
 static void stop_threads(void)
 {
 	atomic_store(&g.stop, true);
 	for (unsigned int i = 0; i < g.o.threads; i++)
-		if (g.w[i].started)
-			pthread_join(g.w[i].th, NULL);
+		fuzz_thread_join(&g.w[i].th);
 	for (int i = 0; i < NCHURNERS; i++)
-		if (g.churner_started[i])
-			pthread_join(g.churner[i], NULL);
+		fuzz_thread_join(&g.churner[i]);
 }
 
 /* ---- the report ---- */
-
-static const char *const stop_names[] = { "requests", "time", "signal" };
 
 static void print_counts(const char *key, const uint64_t *count, int n,
 			 const char *(*name)(int))
@@ -1124,7 +1035,7 @@ static void print_examples(void)
 	close_json_array();
 }
 
-static uint64_t report(enum stop_reason why, double elapsed)
+static uint64_t report(enum fuzz_stop why, double elapsed)
 {
 	static uint64_t sum[DCM_NCATS][DCM_NOUTCOMES], total[DCM_NOUTCOMES];
 	uint64_t requests = 0, mism = 0, checks = 0, check_err = 0;
@@ -1152,7 +1063,7 @@ static uint64_t report(enum stop_reason why, double elapsed)
 	print_float(PRINT_ANY, "requests_per_s", " (%.0f/s)",
 		    elapsed > 0 ? requests / elapsed : 0);
 	print_string(PRINT_ANY, "stopped", ", stopped by %s\n",
-		     stop_names[why]);
+		     fuzz_stop_name(why, "requests"));
 	print_uint(PRINT_ANY, "mismatches", "mismatches %llu", mism);
 	print_uint(PRINT_ANY, "checks", ", read-backs %llu", checks);
 	print_uint(PRINT_ANY, "check_errors", " (%llu wrong)", check_err);
@@ -1195,9 +1106,8 @@ static uint64_t report(enum stop_reason why, double elapsed)
 
 int main(int argc, char **argv)
 {
-	enum stop_reason why = STOP_REQUESTS;
+	enum fuzz_stop why = FUZZ_STOP_DONE;
 	double t0 = 0, t1 = 0;
-	sigset_t set;
 	int err, sig = 0;
 
 	progname = "dcbfuzz";
@@ -1214,23 +1124,15 @@ int main(int argc, char **argv)
 		return err;
 	g.names = (struct dcm_names){ .dev = g.o.dev, .nodcb = "lo",
 				      .unknown = "dcbfz-u" };
-	if (!g.o.seed_set)
-		g.o.seed = (uint64_t)(now() * 1e9) ^ (uint64_t)getpid() << 32;
-	/* Before any thread or child: they inherit the mask; main waits. */
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
-	/* Printed first, so a run that hangs or dies can still be replayed. */
-	fprintf(stderr, "dcbfuzz: seed %llu\n", (unsigned long long)g.o.seed);
+	fuzz_begin(g.o.seed_set, &g.o.seed);
 	err = setup();
 	if (!err) {
 		t0 = now();
 		err = start_threads();
 	}
 	if (!err)
-		why = wait_for_end(t0, &sig);
+		why = fuzz_wait(t0, g.o.seconds, &g.workers_done,
+				(int)g.o.threads, &sig);
 	atomic_store(&g.stop, true);
 	t1 = now();
 	stop_threads();
@@ -1241,7 +1143,7 @@ int main(int argc, char **argv)
 		return err;
 	if (report(why, t1 - t0))
 		return EXIT_FAILURE;
-	if (why == STOP_SIGNAL)
+	if (why == FUZZ_STOP_SIGNAL)
 		return runtime_error("stopped by %s after restoring %s",
 				     strsignal(sig), g.o.dev);
 	return 0;

@@ -1163,49 +1163,49 @@ static void gen_device(struct cgm_rng *r, const struct dcm_names *nm,
 	}
 }
 
+static void gen_pfc(struct cgm_rng *r, const struct dcm_names *nm,
+		    struct dcm_msg *m)
+{
+	size_t ieee = ieee_request(m, r, nm, DCB_CMD_IEEE_SET);
+	struct ieee_pfc p;
+
+	some_pfc(r, &p);
+	put_struct(r, m, DCB_ATTR_IEEE_PFC, &p, sizeof(p));
+	nest_end(m, ieee);
+}
+
+static void gen_app(struct cgm_rng *r, const struct dcm_names *nm,
+		    struct dcm_msg *m, bool del)
+{
+	size_t ieee = ieee_request(m, r, nm, del ? DCB_CMD_IEEE_DEL :
+				   DCB_CMD_IEEE_SET);
+
+	put_app_table(r, m, del, 1 + (int)below(r, 3), coin(r, 3));
+	nest_end(m, ieee);
+}
+
+typedef void gen_fn(struct cgm_rng *r, const struct dcm_names *nm,
+		    struct dcm_msg *m);
+
+/* The categories whose requests come in one kind. */
+static gen_fn *const plain[DCM_NCATS] = {
+	[DCM_PFC] = gen_pfc,		[DCM_MIXED] = gen_mixed,
+	[DCM_DCBX] = gen_dcbx,		[DCM_CEE] = gen_cee,
+	[DCM_GET] = gen_get,		[DCM_MALFORMED] = gen_malformed,
+	[DCM_DEVICE] = gen_device,
+};
+
 void dcm_generate(struct cgm_rng *r, enum dcm_category c,
 		  const struct dcm_names *nm, struct dcm_msg *m)
 {
-	size_t ieee;
-	struct ieee_pfc p;
-
-	switch (c) {
-	case DCM_ETS:
-	case DCM_ETS_BAD:
+	if (c == DCM_ETS || c == DCM_ETS_BAD)
 		gen_ets(r, nm, m, c == DCM_ETS_BAD);
-		break;
-	case DCM_PFC:
-		ieee = ieee_request(m, r, nm, DCB_CMD_IEEE_SET);
-		some_pfc(r, &p);
-		put_struct(r, m, DCB_ATTR_IEEE_PFC, &p, sizeof(p));
-		nest_end(m, ieee);
-		break;
-	case DCM_APP_ADD:
-	case DCM_APP_DEL:
-		ieee = ieee_request(m, r, nm, c == DCM_APP_DEL ?
-				    DCB_CMD_IEEE_DEL : DCB_CMD_IEEE_SET);
-		put_app_table(r, m, c == DCM_APP_DEL, 1 + (int)below(r, 3),
-			      coin(r, 3));
-		nest_end(m, ieee);
-		break;
-	case DCM_MIXED:
-		gen_mixed(r, nm, m);
-		break;
-	case DCM_DCBX:
-		gen_dcbx(r, nm, m);
-		break;
-	case DCM_CEE:
-		gen_cee(r, nm, m);
-		break;
-	case DCM_GET:
-		gen_get(r, nm, m);
-		break;
-	case DCM_MALFORMED:
-		gen_malformed(r, nm, m);
-		break;
-	default:
+	else if (c == DCM_APP_ADD || c == DCM_APP_DEL)
+		gen_app(r, nm, m, c == DCM_APP_DEL);
+	else if ((unsigned int)c < DCM_NCATS && plain[c])
+		plain[c](r, nm, m);
+	else
 		gen_device(r, nm, m);
-	}
 	msg_end(m);
 }
 

@@ -10,13 +10,15 @@ stamps   what lets checkpatch, check-series and the kernel's make run
          only when their inputs changed
 iproute2 the guests' ``dcb``: Debian's iproute2 source with
          iproute2-patches/, fetched with apt into BUILD/iproute2
+variants the series minus one patch, each in its own BUILD, for the
+         patches' costs in ``make bench``
 main     ``python3 -m dcblab.build kernel|patch|checkpatch|check-series|dcb
          [--flavour NAME] [--force]``
 
 Imports only dcblab.core.
 """
 
-from . import iproute2
+from . import iproute2, variants
 from .checks import (check_config, checkpatch, dropped_options,
                      merge_fragments, parse_fragment)
 from .common import BuildError, ConfigMismatch
@@ -26,7 +28,7 @@ from .main import main
 from .series import apply_patches, check_series, failed_hunks, read_series
 from .stamps import forget_check_stamps
 
-__all__ = ["main", "BuildError", "ConfigMismatch", "iproute2",
+__all__ = ["main", "BuildError", "ConfigMismatch", "iproute2", "variants",
            "extract", "configure", "build_kernel", "fragment_files",
            "build_log",
            "read_series", "apply_patches", "failed_hunks", "check_series",

@@ -15,7 +15,8 @@ config   tinyconfig + the flavour's fragments (lab: lab.config; debug:
          lab.config then debug.config, a later one overriding an earlier
          one) with merge_config.sh, then a check that every option of every
          fragment came out as requested; a dropped option is reported under
-         the fragment that asked for it.
+         the fragment that asked for it.  It runs again when a fragment
+         or the series changed (a patch may add a Kconfig symbol).
 build    bzImage with LOCALVERSION=-dcblab, objects in the flavour's own
          directory (BUILD/kernel-obj for lab, BUILD/kernel-obj-NAME for the
          others), which also holds the config stamp
@@ -110,7 +111,9 @@ def configure(flavour_name=None):
     fragments = fragment_files(name)
     merged = merge_fragments(fragments)
     stamp = _config_stamp(name)
-    inputs = " ".join([tarball_id(), *map(file_sha256, fragments)])
+    # The series too: a patch may add or change a Kconfig symbol.
+    inputs = " ".join([tarball_id(), *map(file_sha256, fragments),
+                       *series_digests().values()])
     config = obj / ".config"
     if config.exists() and stamp.exists() and stamp.read_text() == inputs:
         say("config: up to date")

@@ -3,6 +3,7 @@
 import os
 import re
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -10,6 +11,7 @@ import time
 from pathlib import Path
 
 from ..build import forget_check_stamps
+from ..build.variants import MEASURED, kernel_without, patch_named
 from ..backends import QemuVm, VmSpec, choose_accel
 from ..core import paths, proc
 from ..core.errors import DcblabError, UsageError
@@ -304,13 +306,19 @@ def _derived_topology(topo, cpus, workdir):
     return derived
 
 
-def _rate_run(topo, args, accel):
-    """One lab up with topo, one two-cgroup run, down: (result, number of
-    other QEMU processes on the host while it ran)."""
+def _rate_run(topo, args, accel, kernel=None, trace=True):
+    """One lab up with topo (on kernel, a bzImage, if given), one
+    two-cgroup run (net_prio tracepoint on unless not trace), down:
+    (result, number of other QEMU processes on the host while it ran)."""
     lab = Lab(topo, f"bench-rate-{os.getpid()}")
+    saved = os.environ.get(paths.KERNEL_ENV)
+    if kernel:
+        os.environ[paths.KERNEL_ENV] = str(kernel)
     try:
         lab.up(owner_pid=os.getpid(), accel=accel)
         handle = LabHandle(lab)
+        if kernel:
+            _check_booted(handle, kernel)
         want = {h.name: h.cpus for h in topo.hosts}
         online = {n: int(g.run(["nproc"]).stdout)
                   for n, g in handle.guests.items()}
@@ -319,12 +327,38 @@ def _rate_run(topo, args, accel):
                              "CPUs online")
         ours = {m.pid for m in lab.machines.values()}
         others = len(set(proc.pids_with_tag("qemu-system")) - ours)
-        result = two_cgroups_at_once(handle, per_flow=args.frames // 2)
+        result = two_cgroups_at_once(handle, per_flow=args.frames // 2,
+                                     trace=trace)
         others = max(others, len(set(proc.pids_with_tag("qemu-system"))
                                  - ours))
     finally:
+        if kernel:
+            if saved is None:
+                os.environ.pop(paths.KERNEL_ENV, None)
+            else:
+                os.environ[paths.KERNEL_ENV] = saved
         lab.down()
     return result, others
+
+
+def _bzimage_version(path):
+    """The version string a bzImage carries (boot protocol's
+    kernel_version): release, builder and build number and time."""
+    with open(path, "rb") as f:
+        head = f.read(0x210)
+        (offset,) = struct.unpack_from("<H", head, 0x20E)
+        f.seek(offset + 0x200)
+        return f.read(256).split(b"\0", 1)[0].decode(errors="replace")
+
+
+def _check_booted(handle, kernel):
+    """BenchError unless every guest runs that bzImage's build."""
+    release, _, build = _bzimage_version(kernel).partition(" ")
+    stamp = build.partition(" #")[2]
+    for name, g in handle.guests.items():
+        running = g.read("/proc/version")
+        if f"version {release} " not in running or f"#{stamp}" not in running:
+            raise BenchError(f"{name} runs {running.strip()!r}, not {kernel}")
 
 
 def _rate_rows(topo, args, accel):
@@ -369,6 +403,51 @@ def _rate_rows(topo, args, accel):
                  f"{min(others)}..{max(others)}",
                  "processes of other labs, sampled before and after each "
                  "run"))
+    return rows
+
+
+# --- what each patch costs: the series against the series minus it --------
+
+def _patch_cost_rows(topo, args, accel):
+    """Classified frames/s on the whole series and on the series without
+    each patch of args.without, interleaved round by round (load from other
+    work falls on all kernels alike); the ratio per round, whole series
+    over the series without the patch."""
+    kernels = {"whole series": None}
+    rows = []
+    for prefix in args.without:
+        name = patch_named(prefix)
+        say(f"bench: the lab kernel without {name} (a cold build the "
+            "first time: minutes) ...")
+        bzimage, took = kernel_without(name, progress=say)
+        kernels[f"without {prefix}"] = bzimage
+        rows.append((f"kernel without {prefix}", f"{took:.0f} s",
+                     f"{name}: series minus it, lab flavour, own BUILD "
+                     "(BUILD/variants/); seconds of this run's build step, "
+                     "near 0 once built"))
+    rates = {k: [] for k in kernels}
+    for i in range(args.patch_runs):
+        for label, kernel in kernels.items():
+            say(f"bench: {label}: {args.frames} frames from two cgroups, "
+                f"round {i + 1}/{args.patch_runs}")
+            result, _ = _rate_run(topo, args, accel, kernel, trace=False)
+            if any(f.misclassified for f in result.flows):
+                raise BenchError(f"{label}: frames misclassified: the "
+                                 "kernel does not classify as the series")
+            rates[label].append(result.rate)
+    whole = rates["whole series"]
+    for label, got in rates.items():
+        rows.append((f"frames/s, {label}", f"{statistics.median(got):.0f}",
+                     f"median of {len(got)} runs ({min(got):.0f}.."
+                     f"{max(got):.0f}), {args.frames} frames each, two "
+                     "cgroups, shipped vCPUs, tracepoint off"))
+        if label == "whole series":
+            continue
+        ratios = [w / o for w, o in zip(whole, got)]
+        rows.append((f"  ratio whole / {label}",
+                     f"{statistics.median(ratios):.3f}",
+                     f"median of the rounds' ratios ({min(ratios):.3f}.."
+                     f"{max(ratios):.3f}); goal >= 0.99"))
     return rows
 
 
@@ -575,6 +654,8 @@ def bench(args):
         rows += _backend_rows(topo, args, accel)
     if args.rate_runs:
         rows += _rate_rows(topo, args, accel)
+    if args.patch_runs and args.without:
+        rows += _patch_cost_rows(topo, args, accel)
     if args.dcbx_runs:
         rows += _dcbx_rows(topo, args, accel)
     if args.fabric_runs:
@@ -622,6 +703,14 @@ def add_parsers(sub):
     p.add_argument("--rate-runs", type=int, default=3,
                    help="classification runs per vCPU setting (default 3; "
                         "0 skips)")
+    p.add_argument("--without", nargs="*", default=list(MEASURED),
+                   metavar="PATCH",
+                   help="patches whose cost to measure: the series is "
+                        "measured against the series without each "
+                        "(default: 0004 0001; a prefix of the file name)")
+    p.add_argument("--patch-runs", type=int, default=5,
+                   help="classification runs per kernel for --without, "
+                        "interleaved (default 5; 0 skips)")
     p.add_argument("--dcbx-runs", type=int, default=3,
                    help="labs to time DCBX convergence and the APP chain in "
                         "(default 3; 0 skips)")

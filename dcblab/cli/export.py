@@ -65,7 +65,7 @@ def cmd_export(args):
     (out / "README").write_text(README.format(
         name=name, topology=args.topology,
         hosts=", ".join(h.name for h in topo.hosts)))
-    missing = [p for p in (paths.bzimage(the_flavour.name),
+    missing = [p for p in (paths.boot_kernel(the_flavour.name),
                            paths.initramfs()) if not p.exists()]
     for p in written + [wire, out / "README"]:
         say(str(p))

@@ -5,6 +5,11 @@ overridden by the ``BUILD`` environment variable, as in the Makefile).
 The kernel source tree is shared by all flavours; each flavour has its own
 object directory (``kernel-obj`` for ``lab``, ``kernel-obj-NAME`` for the
 others), so switching flavour never rebuilds the other one.
+
+Two environment variables point elsewhere: ``DCBLAB_KERNEL`` (a bzImage
+labs boot instead of the flavour's; ``make bench`` boots the series-minus-
+one kernels with it) and ``DCBLAB_PATCH_DIR`` (the patch directory a build
+reads instead of ``kernel-patches/``; those kernels' builds use it).
 """
 
 import os
@@ -14,12 +19,14 @@ from .errors import DcblabError
 from .flavours import DEFAULT, flavour
 
 __all__ = ["ROOT", "build_dir", "kernel_src", "kernel_obj", "bzimage",
-           "initramfs", "missing_images", "check_images", "MissingImages",
-           "default_topology",
+           "boot_kernel", "KERNEL_ENV", "initramfs", "missing_images",
+           "check_images", "MissingImages", "default_topology",
            "KERNEL_TARBALL", "PATCH_DIR", "TOPOLOGY_DIR"]
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-PATCH_DIR = ROOT / "kernel-patches"
+PATCH_DIR = Path(os.environ.get("DCBLAB_PATCH_DIR")
+                 or ROOT / "kernel-patches").resolve()
+KERNEL_ENV = "DCBLAB_KERNEL"
 TOPOLOGY_DIR = ROOT / "topology"
 KERNEL_TARBALL = Path("/usr/src/linux-source-6.1.tar.xz")
 
@@ -42,6 +49,12 @@ def bzimage(flavour_name=None) -> Path:
     return kernel_obj(flavour_name) / "arch/x86/boot/bzImage"
 
 
+def boot_kernel(flavour_name=None) -> Path:
+    """The bzImage labs boot: $DCBLAB_KERNEL if set, else the flavour's."""
+    given = os.environ.get(KERNEL_ENV)
+    return Path(given).resolve() if given else bzimage(flavour_name)
+
+
 def tools_dir() -> Path:
     """The built C tools (make image), the host-side tsc-khz among them."""
     return build_dir() / "tools"
@@ -62,14 +75,17 @@ class MissingImages(DcblabError):
 
 def missing_images(flavour_name=None):
     """The boot images (kernel, initramfs) not built yet, as strings."""
-    return [str(p) for p in (bzimage(flavour_name), initramfs())
-            if not p.exists()]
+    return [str(p) for p in (boot_kernel(flavour_name), initramfs())
+            if not p.is_file()]
 
 
 def check_images(flavour_name=None):
     """Raise MissingImages, saying what to run, unless both are built."""
     missing = missing_images(flavour_name)
     if missing:
+        if os.environ.get(KERNEL_ENV):
+            raise MissingImages(f"missing {', '.join(missing)} "
+                                f"({KERNEL_ENV} names the kernel)")
         name = flavour(flavour_name).name
         how = "" if name == DEFAULT else f" FLAVOUR={name}"
         raise MissingImages(f"missing {', '.join(missing)}: run `make kernel "

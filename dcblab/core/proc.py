@@ -15,7 +15,15 @@ _PR_SET_CHILD_SUBREAPER = 36
 
 __all__ = ["start_time", "alive", "zombie", "running", "pids_with_tag",
            "kill", "meminfo_used_kib", "rss_kib", "cmdline_head", "zombies",
-           "set_subreaper", "reap_adopted", "LAB_COMMANDS"]
+           "set_subreaper", "reap_adopted", "LAB_COMMANDS", "SIGINT_DEFAULT"]
+
+# An argv prefix that runs a command with SIGINT at its default action.
+# A process started with SIGINT ignored (everything a non-interactive
+# shell runs with `&`, nohup included) passes SIG_IGN on through exec, and
+# Python then installs no KeyboardInterrupt handler: a test that sends
+# SIGINT to `dcblab up` or `exec` would see it ignored (CI run in the
+# background did: `up` exited 0, `exec` never returned).
+SIGINT_DEFAULT = ("env", "--default-signal=INT")
 
 # The command names (comm, 15 characters) of the processes a lab starts
 # besides Python: what a leak of a dead lab's processes would show as.

@@ -77,7 +77,7 @@ def host_spec(the_wire, host, the_flavour, accel, cmdline=()):
                                  the_wire.mac(n), n.queues)
                  for n in host.nics)
     return backends.VmSpec(
-        host.name, paths.bzimage(the_flavour.name), paths.initramfs(),
+        host.name, paths.boot_kernel(the_flavour.name), paths.initramfs(),
         memory_mib=max(host.memory_mib, the_flavour.min_memory_mib),
         cpus=host.cpus, accel=accel, nics=nics, netns=the_wire.netns,
         cmdline=tuple(cmdline))
@@ -221,7 +221,7 @@ class Keeper:
         t0 = time.monotonic()
         self.write()
         if not self.accel:
-            self.accel = self.backend.accel(paths.bzimage(self.flavour.name),
+            self.accel = self.backend.accel(paths.boot_kernel(self.flavour.name),
                                             paths.initramfs())
         self._check_stopping()
         self.wire.up()

@@ -85,7 +85,7 @@ class Lab:
         try:
             # Here, not in the keeper: a bad DCBLAB_ACCEL is a usage error.
             accel = accel or self.backend.accel(
-                paths.bzimage(self.flavour.name), paths.initramfs())
+                paths.boot_kernel(self.flavour.name), paths.initramfs())
             source = Path(self.topology.path)
             (self.dir / TOPOLOGY).write_bytes(source.read_bytes())
             self._guard = self._start_keeper(owner_pid, accel, source, lock)

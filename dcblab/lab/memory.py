@@ -158,7 +158,8 @@ def check_memory(topology, the_flavour):
     """TopologyError, one line per machine, for every host and switch
     whose memory is below what the flavour's boot image boots in (after
     the flavour's own floor, which the guest gets anyway)."""
-    floor = image_floor(paths.bzimage(the_flavour.name), paths.initramfs())
+    floor = image_floor(paths.boot_kernel(the_flavour.name),
+                        paths.initramfs())
     lines = []
     for h in topology.hosts:
         mem = max(h.memory_mib, the_flavour.min_memory_mib)

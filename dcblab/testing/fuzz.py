@@ -10,9 +10,12 @@ import pytest
 from ..core import flavour
 from .kmemleak import KMEMLEAK, MIN_AGE_S, SCAN_TIMEOUT
 
-__all__ = ["SEED_ENV", "fuzz_seed", "ready_for_kmemleak"]
+__all__ = ["SEED_ENV", "FULL_ENV", "fuzz_seed", "full_volume",
+           "ready_for_kmemleak"]
 
 SEED_ENV = "DCBLAB_FUZZ_SEED"
+# `make fuzz` sets it: every run at its full count, on every flavour.
+FULL_ENV = "DCBLAB_FUZZ_FULL"
 
 
 def fuzz_seed(tool):
@@ -26,6 +29,13 @@ def fuzz_seed(tool):
     except ValueError:
         pytest.exit(f"{SEED_ENV}={text!r}: not a number; give the seed a "
                     f"{tool} run printed", returncode=2)
+
+
+def full_volume():
+    """Whether this session runs the fuzzers at full volume on every
+    flavour (DCBLAB_FUZZ_FULL=1, `make fuzz`) rather than in the time slot
+    the suite gives a slow flavour."""
+    return os.environ.get(FULL_ENV) == "1"
 
 
 def ready_for_kmemleak(guest, ended):

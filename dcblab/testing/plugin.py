@@ -99,7 +99,7 @@ def pytest_configure(config):
 
 def pytest_report_header(config):
     f = flavour()
-    return [f"dcblab: kernel flavour {f.name} ({paths.bzimage(f.name)}), "
+    return [f"dcblab: kernel flavour {f.name} ({paths.boot_kernel(f.name)}), "
             f"kmemleak scans {'on' if f.kmemleak else 'off'}, "
             f"{backend_name(config)} backend"]
 
