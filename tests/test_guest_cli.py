@@ -110,7 +110,9 @@ def test_exec_timeout_gives_124_and_kills_the_process_group(lab):
     assert _pgrep(lab.h1, "sleep 30[12]") == []
 
 
-def test_exec_interrupted_kills_the_guest_process(lab):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM],
+                         ids=["SIGINT", "SIGTERM"])
+def test_exec_interrupted_kills_the_guest_process(lab, sig):
     p = subprocess.Popen([*SIGINT_DEFAULT, *DCBLAB, "exec", "--name",
                           lab.name, "h1", "--", "sh", "-c",
                           "echo started; sleep 303"],
@@ -119,7 +121,7 @@ def test_exec_interrupted_kills_the_guest_process(lab):
     try:
         assert p.stdout.readline() == b"started\n"
         assert _pgrep(lab.h1, "sleep 303")
-        p.send_signal(signal.SIGINT)
+        p.send_signal(sig)
         _, err = p.communicate(timeout=60)
     finally:
         # Never left behind polling h1 (it would count as commands sent

@@ -15,7 +15,7 @@ from pathlib import Path
 from ..core.cmd import CmdError
 from ..core.errors import UnknownName, UsageError
 from ..lab import LabError, attach_guest, read_state
-from .common import lab_name, named, note, say
+from .common import lab_name, named, note, say, sigterm_as_exit
 
 __all__ = ["add_parsers", "SHELL_TTY"]
 
@@ -37,6 +37,8 @@ def cmd_exec(args):
         raise UsageError("exec: nothing to run: dcblab exec [--name LAB] "
                          "[--timeout S] HOST -- ARGV...")
     m = _guest(args)
+    # SIGTERM, as Ctrl-C: the guest's command is killed, then exit 130.
+    sigterm_as_exit()
     data = None
     if not args.no_stdin and not os.isatty(0):
         data = sys.stdin.buffer.read()
