@@ -61,8 +61,8 @@ _session = {"config": None, "failed": False}
 _saved = {}          # test nodeid -> its artefact folder, this session
 _kept = []           # names of labs left up by --keep-lab-on-failure
 _start_failed = {}   # fixture name -> _StartFailure of its lab, if it failed
-_file_ends = {}      # test nodeid -> is it the last of its file
-_lab_used = set()    # files whose tests used a lab since their last scan
+_file_ends = {}      # test nodeid -> is it the last of its scan unit
+_lab_used = set()    # scan units whose tests used a lab since their scan
 
 
 def pytest_addoption(parser):
@@ -267,14 +267,23 @@ def _keep_lab():
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_teardown(item, nextitem):
-    """Notes whether item ends its file: the kmemleak scan (debug flavour)
-    comes once per file, after its last test. A scan walks each guest's
+    """Notes whether item ends its scan unit (its file, or its directory
+    of teaching labs): the kmemleak scan (debug flavour) comes once per
+    unit, after its last test. A scan walks each guest's
     memory, ~4.5 s under TCG: one after each of the debug pass's ~100
     tests and 84 teaching lab blocks cost ~13 min of it. A leak is still
     caught, in its file's last test (the report names the file), or at
     the latest in the two scans before its lab goes down."""
     _file_ends[item.nodeid] = nextitem is None or \
-        nextitem.path != item.path
+        _scan_unit(nextitem) != _scan_unit(item)
+
+
+def _scan_unit(item):
+    """What one kmemleak scan covers: a test file, or a directory of
+    teaching labs (markdown; each lab restores its guests before its first
+    block and after its last, and a scan after each of the eleven cost
+    ~50 s of the debug pass)."""
+    return item.path.parent if item.path.suffix == ".md" else item.path
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -283,16 +292,17 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     problems = _splat_report()
     if call.when == "teardown" and _leaks:
+        unit = _scan_unit(item)
         if any(name in _fixturenames(item) for name in LABS):
-            _lab_used.add(item.path)
-        if _file_ends.pop(item.nodeid, True) and item.path in _lab_used:
-            _lab_used.discard(item.path)
+            _lab_used.add(unit)
+        if _file_ends.pop(item.nodeid, True) and unit in _lab_used:
+            _lab_used.discard(unit)
             leaks = _leak_report()
             if leaks:
-                leaks = (f"kmemleak after the last test of "
-                         f"{item.path.name} (one scan per file: the leak "
+                leaks = (f"kmemleak after the last test of {unit.name} "
+                         f"(one scan per file or lab directory: the leak "
                          f"may come from any of its tests, or an earlier "
-                         f"file's last):\n{leaks}")
+                         f"one's last):\n{leaks}")
             problems = "\n\n".join(p for p in (problems, leaks) if p)
     if problems and not report.failed:
         report.outcome = "failed"
