@@ -2,8 +2,11 @@
 the stamps that skip checkpatch, check-series and the kernel's make when
 nothing they read changed."""
 
+import os
 import shutil
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -531,3 +534,29 @@ def test_the_series_minus_each_patch_bench_measures_applies(tmp_path):
             r = subprocess.run(["git", "apply", str(paths.PATCH_DIR / n)],
                                cwd=tree, capture_output=True, text=True)
             assert r.returncode == 0, f"without {left_out}: {n}: {r.stderr}"
+
+
+def test_an_interrupted_variant_build_leaves_no_process(tmp_path,
+                                                         monkeypatch):
+    """Ctrl-C or the bench's SIGTERM while the series-minus-one kernel
+    builds stops the whole build: the build's own children too."""
+    monkeypatch.setattr(paths, "PATCH_DIR", _patch_dir(tmp_path))
+    monkeypatch.setenv("BUILD", str(tmp_path / "build"))
+    marker = f"dcblab-variant-test-{os.getpid()}"
+    fake = tmp_path / "python"
+    # A "build" whose child outlives it unless its group is stopped.
+    fake.write_text(f"#!/bin/sh\nsh -c 'sleep 300; : {marker}' &\n"
+                    "echo 'dcblab: build: 1 objects so far'\nwait\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(fake))
+
+    def progress(line):
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        build.variants.kernel_without("0002-b.patch", progress=progress)
+    for _ in range(50):
+        r = subprocess.run(["pgrep", "-f", marker], capture_output=True)
+        if r.returncode == 1:
+            break
+        time.sleep(0.1)
+    assert r.returncode == 1, f"left running: {r.stdout}"

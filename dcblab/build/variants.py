@@ -11,6 +11,7 @@ build is a cold one (minutes); later ones hold by the build's own stamps.
 """
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -71,15 +72,25 @@ def kernel_without(name, progress=say):
                FLAVOUR="lab")
     env.pop(paths.KERNEL_ENV, None)
     t0 = time.monotonic()
+    # Its own process group, so that an interrupted bench stops the whole
+    # build (python, make, the compilers), not only its first process.
     proc = subprocess.Popen([sys.executable, "-m", "dcblab.build", "kernel"],
                             cwd=paths.ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
     lines = []
-    for line in proc.stdout:
-        lines.append(line.rstrip("\n"))
-        progress(f"kernel without {name}: "
-                 f"{line.rstrip().removeprefix('dcblab: ')}")
-    if proc.wait() != 0:
+    try:
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            progress(f"kernel without {name}: "
+                     f"{line.rstrip().removeprefix('dcblab: ')}")
+    finally:
+        # Interrupted (Ctrl-C, the bench's SIGTERM): no build left behind.
+        if proc.poll() is None and sys.exc_info()[0] is not None:
+            os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait()
+        proc.stdout.close()
+    if proc.returncode != 0:
         raise BuildError(f"the kernel without {name} did not build:\n"
                          + "\n".join(lines[-30:]))
     bzimage = root / "kernel-obj" / "arch/x86/boot/bzImage"
