@@ -1,5 +1,6 @@
 """`dcblab bench`: measured figures, printed as a table (never asserted)."""
 
+import contextlib
 import os
 import re
 import statistics
@@ -19,7 +20,7 @@ from ..lab import Lab, leftovers
 from ..scenarios import app_chain, negotiate, two_cgroups_at_once
 from ..scenarios.soak import (DEFAULT_BUDGET_S, DEFAULT_CLEAN, DEFAULT_KILLED,
                               soak)
-from ..testing import LabHandle
+from ..testing import LabHandle, send
 from ..testing.dcb import fresh_lldpad
 from ..topology import load
 from .common import need_images, say, sigterm_as_exit
@@ -306,10 +307,10 @@ def _derived_topology(topo, cpus, workdir):
     return derived
 
 
-def _rate_run(topo, args, accel, kernel=None, trace=True):
-    """One lab up with topo (on kernel, a bzImage, if given), one
-    two-cgroup run (net_prio tracepoint on unless not trace), down:
-    (result, number of other QEMU processes on the host while it ran)."""
+@contextlib.contextmanager
+def _booted(topo, accel, kernel=None):
+    """A lab of topo up (on kernel, a bzImage, if given: DCBLAB_KERNEL for
+    its keeper, checked in every guest), as a LabHandle; down after."""
     lab = Lab(topo, f"bench-rate-{os.getpid()}")
     saved = os.environ.get(paths.KERNEL_ENV)
     if kernel:
@@ -319,18 +320,7 @@ def _rate_run(topo, args, accel, kernel=None, trace=True):
         handle = LabHandle(lab)
         if kernel:
             _check_booted(handle, kernel)
-        want = {h.name: h.cpus for h in topo.hosts}
-        online = {n: int(g.run(["nproc"]).stdout)
-                  for n, g in handle.guests.items()}
-        if online != want:
-            raise BenchError(f"lab with vCPUs {want}: guests report {online} "
-                             "CPUs online")
-        ours = {m.pid for m in lab.machines.values()}
-        others = len(set(proc.pids_with_tag("qemu-system")) - ours)
-        result = two_cgroups_at_once(handle, per_flow=args.frames // 2,
-                                     trace=trace)
-        others = max(others, len(set(proc.pids_with_tag("qemu-system"))
-                                 - ours))
+        yield handle
     finally:
         if kernel:
             if saved is None:
@@ -338,7 +328,38 @@ def _rate_run(topo, args, accel, kernel=None, trace=True):
             else:
                 os.environ[paths.KERNEL_ENV] = saved
         lab.down()
+
+
+def _rate_run(topo, args, accel):
+    """One lab up with topo, one two-cgroup run, down: (result, number of
+    other QEMU processes on the host while it ran)."""
+    with _booted(topo, accel) as handle:
+        want = {h.name: h.cpus for h in topo.hosts}
+        online = {n: int(g.run(["nproc"]).stdout)
+                  for n, g in handle.guests.items()}
+        if online != want:
+            raise BenchError(f"lab with vCPUs {want}: guests report {online} "
+                             "CPUs online")
+        ours = {m.pid for m in handle.lab.machines.values()}
+        others = len(set(proc.pids_with_tag("qemu-system")) - ours)
+        result = two_cgroups_at_once(handle, per_flow=args.frames // 2)
+        others = max(others, len(set(proc.pids_with_tag("qemu-system"))
+                                 - ours))
     return result, others
+
+
+def _sender_rate(handle, flow, frames):
+    """Frames/s h1's priosend reaches alone, from the flow's cgroup (its
+    priomap applies) through eth0's class queues: sent to an address of
+    the VLAN whose neighbour entry names a MAC nobody has, so h2's NIC
+    (QEMU's RX filter) drops every frame and h2's kernel does no work."""
+    tx = handle.h1
+    dst = handle.topology.address("h2", 100)
+    ghost = dst.rsplit(".", 1)[0] + ".250"
+    tx.run(["ip", "neigh", "replace", ghost, "lladdr", "02:dc:b1:ab:00:fa",
+            "dev", f"{flow.map.split()[0]}", "nud", "permanent"])
+    got = send(tx, ghost, count=frames, flow=9, cgroup=flow.cgroup)
+    return got["sent"] / got["elapsed_s"]
 
 
 def _bzimage_version(path):
@@ -411,8 +432,9 @@ def _rate_rows(topo, args, accel):
 def _patch_cost_rows(topo, args, accel):
     """Classified frames/s on the whole series and on the series without
     each patch of args.without, interleaved round by round (load from other
-    work falls on all kernels alike); the ratio per round, whole series
-    over the series without the patch."""
+    work falls on all kernels alike), and in the same labs the frames/s of
+    h1's sender alone; the ratio per round, whole series over the series
+    without the patch."""
     kernels = {"whole series": None}
     rows = []
     for prefix in args.without:
@@ -426,28 +448,42 @@ def _patch_cost_rows(topo, args, accel):
                      "(BUILD/variants/); seconds of this run's build step, "
                      "near 0 once built"))
     rates = {k: [] for k in kernels}
+    alone = {k: [] for k in kernels}
+    labels = list(kernels)
     for i in range(args.patch_runs):
-        for label, kernel in kernels.items():
+        # Each round starts with another kernel: no kernel always runs
+        # first (or right after the same one).
+        for label in labels[i % len(labels):] + labels[:i % len(labels)]:
+            kernel = kernels[label]
             say(f"bench: {label}: {args.frames} frames from two cgroups, "
                 f"round {i + 1}/{args.patch_runs}")
-            result, _ = _rate_run(topo, args, accel, kernel, trace=False)
-            if any(f.misclassified for f in result.flows):
-                raise BenchError(f"{label}: frames misclassified: the "
-                                 "kernel does not classify as the series")
-            rates[label].append(result.rate)
-    whole = rates["whole series"]
-    for label, got in rates.items():
-        rows.append((f"frames/s, {label}", f"{statistics.median(got):.0f}",
-                     f"median of {len(got)} runs ({min(got):.0f}.."
-                     f"{max(got):.0f}), {args.frames} frames each, two "
-                     "cgroups, shipped vCPUs, tracepoint off"))
-        if label == "whole series":
-            continue
-        ratios = [w / o for w, o in zip(whole, got)]
-        rows.append((f"  ratio whole / {label}",
-                     f"{statistics.median(ratios):.3f}",
-                     f"median of the rounds' ratios ({min(ratios):.3f}.."
-                     f"{max(ratios):.3f}); goal >= 0.99"))
+            with _booted(topo, accel, kernel) as handle:
+                result = two_cgroups_at_once(
+                    handle, per_flow=args.frames // 2, trace=False)
+                if any(f.misclassified for f in result.flows):
+                    raise BenchError(f"{label}: frames misclassified: the "
+                                     "kernel does not classify as the "
+                                     "series")
+                rates[label].append(result.rate)
+                alone[label].append(_sender_rate(handle, result.flows[0],
+                                                 args.frames))
+    for what, runs, how in (
+            ("frames/s", rates, "two cgroups to h2, classified"),
+            ("sender alone, frames/s", alone, "one cgroup's priosend, "
+             "h2's NIC dropping them")):
+        whole = runs["whole series"]
+        for label, got in runs.items():
+            rows.append((f"{what}, {label}", f"{statistics.median(got):.0f}",
+                         f"median of {len(got)} runs ({min(got):.0f}.."
+                         f"{max(got):.0f}), {args.frames} frames each, "
+                         f"{how}, tracepoint off"))
+            if label == "whole series":
+                continue
+            ratios = [w / o for w, o in zip(whole, got)]
+            rows.append((f"  ratio whole / {label}",
+                         f"{statistics.median(ratios):.3f}",
+                         f"median of the rounds' ratios ({min(ratios):.3f}"
+                         f"..{max(ratios):.3f}); goal >= 0.99"))
     return rows
 
 
