@@ -513,27 +513,12 @@ def test_a_patch_is_named_by_its_number_and_a_bad_name_lists_the_series(
             "has: 0001-a.patch, 0002-b.patch, 0003-c.patch)")
 
 
-def test_the_series_minus_each_patch_bench_measures_applies(tmp_path):
+def test_the_series_minus_each_patch_bench_measures_applies():
     """make bench builds the series without each patch of MEASURED: the
     rest must apply to pristine linux-source-6.1 without it."""
     names = build.read_series()
-    texts = {n: (paths.PATCH_DIR / n).read_text() for n in names}
-    files = sorted({line[6:].split()[0] for t in texts.values()
-                    for line in t.splitlines() if line.startswith("+++ b/")})
-    subprocess.run(["tar", "-xf", str(paths.KERNEL_TARBALL), "-C",
-                    str(tmp_path), "--ignore-failed-read",
-                    *[f"linux-source-6.1/{f}" for f in files]],
-                   capture_output=True)
-    pristine = tmp_path / "linux-source-6.1"
     for left_out in map(build.variants.patch_named, build.variants.MEASURED):
-        tree = tmp_path / f"without-{left_out[:4]}"
-        shutil.copytree(pristine, tree)
-        for n in names:
-            if n == left_out:
-                continue
-            r = subprocess.run(["git", "apply", str(paths.PATCH_DIR / n)],
-                               cwd=tree, capture_output=True, text=True)
-            assert r.returncode == 0, f"without {left_out}: {n}: {r.stderr}"
+        build.check_applies([n for n in names if n != left_out])
 
 
 def test_an_interrupted_variant_build_leaves_no_process(tmp_path,

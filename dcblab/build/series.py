@@ -23,7 +23,7 @@ from .common import BuildError, file_sha256, say, tarball_id
 from .stamps import Stamp, check_stamp_path, run_once, tool_version
 
 __all__ = ["read_series", "series_digests", "quilt_files", "apply_patches",
-           "failed_hunks", "check_series"]
+           "failed_hunks", "check_series", "check_applies"]
 
 
 def read_series(patch_dir=None):
@@ -197,7 +197,17 @@ def check_series(force=False):
 
 
 def _check_series():
-    names = read_series()
+    check_applies(read_series(),
+                  on_ok=lambda name: print(f"{name}: git apply --check ok"))
+    return 0
+
+
+def check_applies(names, on_ok=None):
+    """git apply --check of the patches names (of kernel-patches/), in
+    order, each applied before the next is checked, on the files they
+    touch extracted from linux-source-6.1 into a temporary directory;
+    BuildError naming the first that does not apply. on_ok(name) after
+    each that does."""
     texts = [(n, (paths.PATCH_DIR / n).read_text(errors="replace"))
              for n in names]
     files = sorted(set().union(*(_patch_files(t) for _, t in texts)))
@@ -217,5 +227,5 @@ def _check_series():
                 raise BuildError(f"git apply --check {name} on a fresh "
                                  f"linux-source-6.1 failed:\n{r.stderr}")
             subprocess.run(["git", "apply", patch], cwd=tree, check=True)
-            print(f"{name}: git apply --check ok")
-    return 0
+            if on_ok:
+                on_ok(name)

@@ -348,17 +348,19 @@ def _rate_run(topo, args, accel):
     return result, others
 
 
-def _sender_rate(handle, flow, frames):
-    """Frames/s h1's priosend reaches alone, from the flow's cgroup (its
-    priomap applies) through eth0's class queues: sent to an address of
-    the VLAN whose neighbour entry names a MAC nobody has, so h2's NIC
-    (QEMU's RX filter) drops every frame and h2's kernel does no work."""
-    tx = handle.h1
-    dst = handle.topology.address("h2", 100)
+def _sender_rate(handle, result, vlan, frames):
+    """Frames/s the scenario's sender reaches alone, from its first flow's
+    cgroup (its priomap applies) through the class queues: sent to an
+    address of the VLAN whose neighbour entry names a MAC nobody has, so
+    the receiver's NIC (QEMU's RX filter) drops every frame and its kernel
+    does no work."""
+    tx = handle.guest(result.sender)
+    dst = handle.topology.address(result.receiver, vlan)
     ghost = dst.rsplit(".", 1)[0] + ".250"
     tx.run(["ip", "neigh", "replace", ghost, "lladdr", "02:dc:b1:ab:00:fa",
-            "dev", f"{flow.map.split()[0]}", "nud", "permanent"])
-    got = send(tx, ghost, count=frames, flow=9, cgroup=flow.cgroup)
+            "dev", result.vlan_dev, "nud", "permanent"])
+    got = send(tx, ghost, count=frames, flow=9,
+               cgroup=result.flows[0].cgroup)
     return got["sent"] / got["elapsed_s"]
 
 
@@ -435,7 +437,9 @@ def _patch_cost_rows(topo, args, accel):
     work falls on all kernels alike), and in the same labs the frames/s of
     h1's sender alone; the ratio per round, whole series over the series
     without the patch."""
-    kernels = {"whole series": None}
+    whole_series = "whole series"
+    vlan = 100
+    kernels = {whole_series: None}
     rows = []
     for prefix in args.without:
         name = patch_named(prefix)
@@ -459,25 +463,26 @@ def _patch_cost_rows(topo, args, accel):
                 f"round {i + 1}/{args.patch_runs}")
             with _booted(topo, accel, kernel) as handle:
                 result = two_cgroups_at_once(
-                    handle, per_flow=args.frames // 2, trace=False)
+                    handle, per_flow=args.frames // 2, vlan=vlan,
+                    trace=False)
                 if any(f.misclassified for f in result.flows):
                     raise BenchError(f"{label}: frames misclassified: the "
                                      "kernel does not classify as the "
                                      "series")
                 rates[label].append(result.rate)
-                alone[label].append(_sender_rate(handle, result.flows[0],
+                alone[label].append(_sender_rate(handle, result, vlan,
                                                  args.frames))
     for what, runs, how in (
             ("frames/s", rates, "two cgroups to h2, classified"),
             ("sender alone, frames/s", alone, "one cgroup's priosend, "
              "h2's NIC dropping them")):
-        whole = runs["whole series"]
+        whole = runs[whole_series]
         for label, got in runs.items():
             rows.append((f"{what}, {label}", f"{statistics.median(got):.0f}",
                          f"median of {len(got)} runs ({min(got):.0f}.."
                          f"{max(got):.0f}), {args.frames} frames each, "
                          f"{how}, tracepoint off"))
-            if label == "whole series":
+            if label == whole_series:
                 continue
             ratios = [w / o for w, o in zip(whole, got)]
             rows.append((f"  ratio whole / {label}",
