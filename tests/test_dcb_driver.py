@@ -58,8 +58,8 @@ def _channels(guest, undo, n):
 
 def test_dcb_show_works_on_virtio_eth0_with_the_driver_defaults(lab):
     """ets_cap: one class per TX queue in use (8 here, at most 8);
-    pfc_cap 0: the NIC neither sends nor honours PFC frames, so no class
-    is promised lossless."""
+    pfc_cap 8: the driver honours PFC pauses for any priority (TX NAPI,
+    the default; tests/test_pfc.py shows them), PFC off until enabled."""
     for g in _guests(lab):
         ets = dcb_show(g, "ets")
         assert ets["ets_cap"] == 8
@@ -67,7 +67,7 @@ def test_dcb_show_works_on_virtio_eth0_with_the_driver_defaults(lab):
         assert ets["tc_tsa"] == ["strict"] * 8
         assert ets["tc_bw"] == [0] * 8
         pfc = dcb_show(g, "pfc")
-        assert pfc["pfc_cap"] == 0
+        assert pfc["pfc_cap"] == 8
         assert pfc["prio_pfc"] == [False] * 8
         assert dcb_show(g, "app") == {}
         dcbx = g.run(["dcb", "dcbx", "show", "dev", "eth0"]).stdout.split()
@@ -205,13 +205,14 @@ def test_app_edges_are_accepted_and_a_duplicate_is_eexist(lab):
 
 def test_pfc_any_enable_bits_are_stored_and_counters_stay_0(lab):
     """The enable bits and delay are kept (a DCBX negotiation can be read
-    back); pfc_cap stays 0 and the MACsec bypass bit is not kept."""
+    back); pfc_cap stays 8 and the MACsec bypass bit is not kept; with no
+    PFC frame on the link, the pause counters stay 0."""
     g = lab.h1
     assert dcbnl_raw(g, "eth0", "pfc", pfc_bytes(0xA5, mbc=1, delay=7)) == ""
     pfc = dcb_show(g, "pfc")
     assert pfc["prio_pfc"] == [bool(0xA5 >> p & 1) for p in range(8)]
     assert pfc["delay"] == 7
-    assert pfc["pfc_cap"] == 0
+    assert pfc["pfc_cap"] == 8
     assert pfc["macsec_bypass"] is False
     stats = g.run(["dcb", "-s", "-j", "pfc", "show", "dev", "eth0"]).stdout
     assert '"requests":[0,0,0,0,0,0,0,0]' in stats.replace(" ", "")
