@@ -31,7 +31,7 @@ TOOLS_OUT := $(BUILD)/tools
 TOOLS := $(TOOLS_OUT)/priosend $(TOOLS_OUT)/priosink $(TOOLS_OUT)/cgwrite \
 	$(TOOLS_OUT)/dcblab-run $(TOOLS_OUT)/dcbnl-raw $(TOOLS_OUT)/dcbapp-netprio \
 	$(TOOLS_OUT)/prioping $(TOOLS_OUT)/cgsockprio $(TOOLS_OUT)/cgfuzz \
-	$(TOOLS_OUT)/dcbfuzz
+	$(TOOLS_OUT)/dcbfuzz $(TOOLS_OUT)/pfcsend $(TOOLS_OUT)/pfcd
 # guest-image/ holds only what goes into the image (scripts, settings,
 # contents) and mkinitramfs itself.
 IMAGE_INPUTS := $(wildcard guest-image/*) \
@@ -116,7 +116,7 @@ kernel: deps
 
 image: deps $(IMAGE)
 
-$(IMAGE): $(IMAGE_INPUTS) $(TOOLS) $(DCB)
+$(IMAGE): $(IMAGE_INPUTS) $(TOOLS) $(DCB) Makefile
 	guest-image/mkinitramfs $@ $(TOOLS) $(DCB)=/sbin/dcb
 
 $(DCB): $(wildcard iproute2-patches/*.patch) dcblab/build/iproute2.py \

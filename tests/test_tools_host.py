@@ -141,15 +141,15 @@ def test_c_unit_tests_pass(tools):
     assert r.returncode == 0, r.stdout + r.stderr
     # One summary per test program: util/seqtrack, dcblab-run,
     # dcbapp-netprio's parser and engine, cgfuzz's model and generator,
-    # dcbfuzz's model and requests.
+    # dcbfuzz's model and requests, PFC frames and pfcd's decision.
     summaries = re.findall(r"^(.*\d+ passed, (\d+) failed)$", r.stdout, re.M)
-    assert len(summaries) == 5, r.stdout
-    assert [failed for _, failed in summaries] == ["0"] * 5, r.stdout
+    assert len(summaries) == 6, r.stdout
+    assert [failed for _, failed in summaries] == ["0"] * 6, r.stdout
 
 
 @pytest.mark.parametrize("tool", ["priosend", "priosink", "cgwrite",
                                   "dcbnl-raw", "dcbapp-netprio", "prioping",
-                                  "tsc-khz", "cgfuzz"])
+                                  "tsc-khz", "cgfuzz", "pfcsend", "pfcd"])
 def test_help_exits_0_with_usage(tools, tool):
     r = _run([tools / tool, "-h"])
     assert r.returncode == 0 and r.stdout.startswith("usage:")
@@ -194,6 +194,21 @@ USAGE_ERRORS = {
         "size-over-1472": ["-s", "1473", "192.0.2.1"],
         "ipv6-dest": ["2001:db8::1"],
         "interval-not-a-number": ["-i", "x", "192.0.2.1"],
+    },
+    # Refused before any socket is opened.
+    "pfcsend": {
+        "no-interface": ["-p", "3"],
+        "no-priority": ["-I", "lo"],
+        "prio-and-vector": ["-I", "lo", "-p", "3", "--vector", "8"],
+        "priority-8": ["-I", "lo", "-p", "8"],
+        "quanta-over-65535": ["-I", "lo", "-p", "3", "-q", "65536"],
+        "length-13": ["-I", "lo", "-p", "3", "--length", "13"],
+    },
+    "pfcd": {
+        "no-port": [],
+        "xon-above-xoff": ["swp1:100:200"],
+        "not-port-xoff-xon": ["swp1:100"],
+        "quanta-0": ["--quanta", "0", "swp1:100:50"],
     },
     "dcbapp-netprio": {
         "dev-with-slash": ["--dev", "a/b"],

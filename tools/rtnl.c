@@ -6,6 +6,7 @@
 #include <linux/if_link.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -150,6 +151,74 @@ int rtnl_talk(struct rtnl *r, struct rtnl_msg *m)
 				return EBADMSG;
 			return -e->error;
 		}
+	}
+}
+
+int rtnl_request(struct rtnl *r, struct rtnl_msg *m,
+		 int (*cb)(const struct nlmsghdr *h, void *ctx), void *ctx)
+{
+	struct nlmsghdr *h = (struct nlmsghdr *)m->buf;
+	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+	bool dump = h->nlmsg_flags & NLM_F_DUMP;
+	static union {
+		char buf[32768];
+		struct nlmsghdr align;
+	} reply;
+
+	if (m->overflow)
+		return EMSGSIZE;
+	h->nlmsg_flags |= NLM_F_ACK;
+	h->nlmsg_seq = ++r->seq;
+	if (sendto(r->fd, m->buf, m->len, 0, (struct sockaddr *)&kernel,
+		   sizeof(kernel)) < 0)
+		return errno;
+	for (;;) {
+		ssize_t n = recv(r->fd, reply.buf, sizeof(reply.buf), 0);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno;
+		}
+		for (struct nlmsghdr *p = &reply.align; NLMSG_OK(p, n);
+		     p = NLMSG_NEXT(p, n)) {
+			struct nlmsgerr *e = NLMSG_DATA(p);
+			int err;
+
+			if (p->nlmsg_seq != r->seq)
+				continue;
+			if (p->nlmsg_type == NLMSG_DONE)
+				return 0;
+			if (p->nlmsg_type == NLMSG_ERROR) {
+				if (p->nlmsg_len < NLMSG_LENGTH(sizeof(*e)))
+					return EBADMSG;
+				/* a get's ack follows its reply */
+				if (e->error || !dump)
+					return -e->error;
+				continue;
+			}
+			err = cb(p, ctx);
+			if (err)
+				return err;
+		}
+	}
+}
+
+void rtnl_attrs(const void *start, size_t len, const struct nlattr **tb,
+		unsigned int max)
+{
+	const char *p = start, *end = p + len;
+
+	memset(tb, 0, sizeof(*tb) * (max + 1));
+	while (p + NLA_HDRLEN <= end) {
+		const struct nlattr *a = (const void *)p;
+		unsigned int type = a->nla_type & NLA_TYPE_MASK;
+
+		if (a->nla_len < NLA_HDRLEN || p + a->nla_len > end)
+			return;
+		if (type <= max)
+			tb[type] = a;
+		p += NLA_ALIGN(a->nla_len);
 	}
 }
 

@@ -60,6 +60,27 @@ void rtnl_close(struct rtnl *r);
  */
 int rtnl_talk(struct rtnl *r, struct rtnl_msg *m);
 
+/*
+ * Send m (a get or a dump: NLM_F_DUMP in its flags) and call cb with each
+ * reply message until the last: 0, the kernel's errno (positive), the
+ * errno of send/recv, or cb's non-zero return, which stops the reading
+ * (the rest of the replies are then read and dropped by the next call's
+ * sequence check).
+ */
+int rtnl_request(struct rtnl *r, struct rtnl_msg *m,
+		 int (*cb)(const struct nlmsghdr *h, void *ctx), void *ctx);
+
+/*
+ * The attributes in [start, start + len) by type into tb[0..max]: the
+ * last of each type wins, types above max and broken lengths end the walk.
+ * tb is zeroed first.
+ */
+void rtnl_attrs(const void *start, size_t len, const struct nlattr **tb,
+		unsigned int max);
+/* The payload of an attribute and its length. */
+#define RTNL_DATA(a)	((const void *)((const char *)(a) + NLA_HDRLEN))
+#define RTNL_LEN(a)	((size_t)((a)->nla_len - NLA_HDRLEN))
+
 /* The requests above, talked: 0 or an errno. */
 int rtnl_add_dummy(struct rtnl *r, const char *name);
 int rtnl_add_vlan(struct rtnl *r, const char *name, const char *lower,

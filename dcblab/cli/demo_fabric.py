@@ -4,9 +4,11 @@ configuration as the file gives it and as each host adopted it by DCBX;
 the three ETS classes loaded from h1 and h2 at once, with a live table of
 sw's congested port (per-band rate and drops, read every second by the
 host's clock); the shares measured at h3 against the configured ones;
-build/demo/shares.png and shares.json; down. Exit 1 when a share is off
-by more than SHARE_TOLERANCE, a frame arrived with a wrong PCP, or a
-kernel splat appeared."""
+build/demo/shares.png and shares.json; PFC: the lossless priority's
+drops at sw (0) beside the lossy ones', and the pause frames sw sent and
+each host received (docs/pfc.md); down. Exit 1 when a share is off by
+more than SHARE_TOLERANCE, a frame arrived with a wrong PCP, the
+lossless priority dropped a frame at sw, or a kernel splat appeared."""
 
 import json
 import os
@@ -17,6 +19,7 @@ from ..core import paths
 from ..lab import Lab
 from ..lab.switch import port_bands
 from ..scenarios.fabric import congested_port, offer, parse_class_stats
+from ..scenarios.pfc import pfc_counters
 from ..testing import LabHandle
 from ..testing.dcb import apps_of, ets_of, pfc_of, wait_for
 from ..topology import load
@@ -127,12 +130,21 @@ def demo_fabric(topology=None, name="demo-fabric"):
             f"{LOAD} x {port.rate} from h1 and h2 at once; "
             f"{sw.name}:{port.name}'s bands, live (host clock):")
         live = _LiveBands(lab, sw, port)
+        facing = {p.name: p.peer.split(":")[0] for p in sw.nics}
+
+        def pauses():
+            return ({p: pfc_counters(lab.guest(sw.name), p)["requests"]
+                     for p in facing},
+                    {h: pfc_counters(lab.guest(h), "eth0")["indications"]
+                     for h in facing.values()})
+        before = pauses()
         live.start()
         try:
             r = offer(lab, PCPS, load=LOAD)
         finally:
             live.done.set()
             live.join()
+        after = pauses()
         cells = [("PCP", "TC", "configured", f"measured at {rx}", "Mbit/s",
                   f"dropped at {sw.name}")]
         band_of = {tc: i for i, tc in enumerate(port_bands(port.dcb))}
@@ -152,6 +164,20 @@ def demo_fabric(topology=None, name="demo-fabric"):
         if r.wrong_pcp:
             wrong.append(f"{r.wrong_pcp} frames arrived with another PCP")
         say(f"  frames with a PCP other than the one sent: {r.wrong_pcp}")
+        for p in port.dcb.pfc:
+            tc = port.dcb.prio_tc[p]
+            drops = r.qdisc.get(f"10:{band_of[tc] + 1}", {}).get("drops", 0)
+            sent = {q: after[0][q][p] - before[0][q][p] for q in facing}
+            got = {h: after[1][h][p] - before[1][h][p]
+                   for h in facing.values()}
+            say(f"\nPFC on priority {p} (lossless): {drops} dropped at "
+                f"{sw.name} while the others dropped; pause frames "
+                + ", ".join(f"{sw.name}:{q} sent {sent[q]}, {facing[q]} "
+                            f"received {got[facing[q]]}" for q in facing)
+                + f" (dcb -s pfc show; pfcd's log: {sw.name}:/run/pfcd.log)")
+            if drops:
+                wrong.append(f"PCP {p} is lossless but {drops} frames "
+                             f"dropped at {sw.name}")
         out.mkdir(parents=True, exist_ok=True)
         (out / "shares.json").write_text(json.dumps(r.as_json()))
         try:

@@ -4,7 +4,8 @@ applied after boot and restored between tests."""
 import json
 
 from ..guest.agent import AgentError
-from .switch import BRIDGE, run_script, switch_qos_script, switch_setup_script
+from .switch import (BRIDGE, pfcd_script, run_script, switch_qos_script,
+                     switch_setup_script)
 
 __all__ = ["baseline_ip", "apply_baseline", "baseline_devices",
            "reset_baseline", "restore"]
@@ -54,6 +55,9 @@ def apply_baseline(machine, host):
         if nic.queues > 1:
             machine.run(["ethtool", "-L", nic.name, "combined",
                          str(nic.queues)])
+        if nic.speed:
+            machine.run(["ethtool", "-s", nic.name, "speed",
+                         str(nic.speed), "duplex", "full"])
     machine.run(["ip", "-batch", "-"],
                 input="\n".join(baseline_ip(host)) + "\n")
 
@@ -90,13 +94,35 @@ def restore(machine, host, dcbx=False, check=True):
     env = ["env", f"DCBLAB_KEEP_DCB={' '.join(keep)}"] if keep else []
     res = machine.run([*env, "dcblab-restore", *baseline_devices(host)],
                       check=check)
-    fixed = _vlan_qos(machine, host)
+    fixed = _vlan_qos(machine, host) + _speeds(machine, host)
     if fixed:
         res.stdout += "".join(f"restore: {line}\n" for line in fixed)
     if host.is_switch:
-        run_script(machine, "\n".join(switch_qos_script(host, dcb=False)),
+        run_script(machine, "\n".join(switch_qos_script(host, dcb=False)
+                                      + pfcd_script(host, if_stopped=True)),
                    "switch restore")
     return res
+
+
+def _speeds(machine, host):
+    """Each NIC's link speed back to the topology's, if a test changed
+    it (read from sysfs through the agent: no process unless it
+    differs)."""
+    fixed = []
+    for nic in host.nics:
+        if not nic.speed:
+            continue
+        try:
+            now = machine.agent.read_file(
+                f"/sys/class/net/{nic.name}/speed").decode().strip()
+        except AgentError:
+            continue
+        if now != str(nic.speed):
+            machine.run(["ethtool", "-s", nic.name, "speed", str(nic.speed),
+                         "duplex", "full"])
+            fixed.append(f"{nic.name}: link speed back to {nic.speed} "
+                         "Mbit/s")
+    return fixed
 
 
 def _qos_tokens(text, word):

@@ -10,7 +10,8 @@ from .runs import LabError
 
 __all__ = ["LLDPAD_LOG", "start_lldpad", "dcbx_script", "ets_tlv_args",
            "app_readvertise_script", "stop_lldpad", "lldpad_pid",
-           "DCBAPP_LOG", "start_dcbapp", "stop_dcbapp", "dcbapp_pid"]
+           "DCBAPP_LOG", "start_dcbapp", "stop_dcbapp", "dcbapp_pid",
+           "pfc_applied_script"]
 
 # In the guest; kept across restarts of lldpad (failure reports read it).
 LLDPAD_LOG = "/run/lldpad.log"
@@ -104,6 +105,25 @@ def dcbx_script(host):
             tool(nic.name, "ETS-CFG", "willing=yes", "enableTx=yes")
             tool(nic.name, "PFC", "willing=yes", "enableTx=yes")
     return "\n".join(sh) + "\n" if sh else ""
+
+
+def pfc_applied_script(host, timeout=10):
+    """sh waiting until lldpad gave each of a switch's DCB ports' drivers
+    the topology's PFC enable bits (exit 1, naming the port, if not within
+    timeout seconds): lldpad applies its configuration on its own time,
+    and a port it has not reached yet has PFC off (seen: swp3 after a
+    fabric's `up`), which would make the lossless class lossy."""
+    want = {p.name: "prio-pfc " + " ".join(
+        f"{i}:{'on' if i in p.dcb.pfc else 'off'}" for i in range(8))
+        for p in host.nics if p.dcb}
+    if not want:
+        return ""
+    checks = " && ".join(f"/sbin/dcb pfc show dev {dev} | grep -q '{line} '"
+                         for dev, line in want.items())
+    return (f"i=0; until {checks}; do i=$((i + 1)); "
+            f"if [ $i -gt {timeout * 10} ]; then echo 'PFC of "
+            f"{' '.join(want)} not applied by lldpad in {timeout} s' >&2; "
+            "exit 1; fi; sleep 0.1; done\n")
 
 
 def app_readvertise_script(port):

@@ -53,7 +53,8 @@ from ..core.flavours import flavour
 from ..guest.agent import AgentTimeout
 from . import wire
 from .baseline import apply_baseline
-from .dcbx import app_readvertise_script, dcbx_script, start_lldpad
+from .dcbx import (app_readvertise_script, dcbx_script, pfc_applied_script,
+                   start_lldpad)
 from .switch import run_script
 from .reaper import run_pids, run_tag, teardown
 from .runs import (SOCKET, TOPOLOGY, LabError, lab_dir,
@@ -182,6 +183,8 @@ class Keeper:
         again only when the peer's APP TLV changes (seen: one host of
         three without the entry, at random)."""
         script = dcbx_script(host)
+        if host.is_switch:
+            script += pfc_applied_script(host)
         if script:
             run_script(self.machines[host.name], script, "DCBX port setup")
 

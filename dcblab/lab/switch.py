@@ -12,7 +12,9 @@ from .runs import LabError
 
 __all__ = ["switch_setup_script", "switch_qos_script", "ets_qdisc_args",
            "port_qdiscs", "port_bands", "dcb_batch", "run_script",
-           "tbf_burst", "BRIDGE", "ETS_HANDLE"]
+           "tbf_burst", "BRIDGE", "ETS_HANDLE", "pfc_thresholds",
+           "pfc_bands", "pfcd_args", "pfcd_script", "PFCD", "PFC_LINK_BPS",
+           "PFC_REACTION_S"]
 
 BRIDGE = "br0"
 # Full paths: busybox sh runs its own ip/tc applets before PATH.
@@ -23,6 +25,17 @@ IP, TC, DCB, BR, ETHTOOL = ("/sbin/ip", "/sbin/tc", "/sbin/dcb",
 ETS_HANDLE = "10:"
 # Ingress filters that trust the PCP: one per PCP, handle PCP + 1.
 TRUST_PREF = 10
+# The switch's PFC agent (tools/pfcd.c) behind its start/stop script.
+PFCD = "/sbin/dcblab-pfcd"
+# The link speed virtio_net times pauses at when the device reports none
+# (kernel-patches/0005): what drains a port without a rate.
+PFC_LINK_BPS = 1_000_000_000
+# What a band must hold above XOFF, as time at the port's link speed: on
+# the lab (TCG, two cores, four guests) the largest backlog above XOFF was
+# 2.74 MB, 219 ms of a 100 Mbit/s link (docs/pfc.md, "Headroom").
+PFC_REACTION_S = 0.4
+# Full-size tagged frame on the wire (no FCS): the unit of the minimums.
+_FRAME = 1522
 
 
 def port_bands(dcb):
@@ -55,6 +68,53 @@ def ets_qdisc_args(dcb):
     if quanta:
         args += ["quanta", *quanta]
     return args + ["priomap", *priomap]
+
+
+def pfc_thresholds(port):
+    """(xoff, xon, headroom) in bytes of a switch port's bands that hold a
+    PFC priority: the topology's pfc_xoff, pfc_xon, pfc_headroom, or
+    derived from what drains the band, the port's rate (its link's speed
+    without one, PFC_LINK_BPS without either). docs/pfc.md explains the defaults: xoff 20 ms of the
+    port's rate, at least 16 full frames, so that the band does not run
+    dry between XON and the senders' first frames; xon half of it;
+    headroom what can arrive between XOFF and the senders' stop:
+    PFC_REACTION_S at the port's link speed (PFC_LINK_BPS without one),
+    at most 8 MiB."""
+    link = (port.speed or 0) * 10**6 or PFC_LINK_BPS
+    rate = port.rate_bps or link
+    xoff = port.pfc_xoff or max(rate // 8 // 50, 16 * _FRAME)
+    xon = port.pfc_xon if port.pfc_xon is not None else xoff // 2
+    headroom = port.pfc_headroom or min(int(PFC_REACTION_S * link / 8),
+                                        8 << 20)
+    return xoff, xon, headroom
+
+
+def pfc_bands(dcb):
+    """The ETS qdisc's bands (0-based, port_bands order) that hold a PFC
+    priority of dcb."""
+    band_of = {tc: i for i, tc in enumerate(port_bands(dcb))}
+    return sorted({band_of[dcb.prio_tc[p]] for p in dcb.pfc})
+
+
+def pfcd_args(host):
+    """pfcd's PORT:XOFF:XON operands for a switch, or [] when no port has
+    PFC on a priority (then it runs no agent)."""
+    ports = [p for p in host.nics if p.dcb]
+    if not any(p.dcb.pfc for p in ports):
+        return []
+    return [f"{p.name}:{pfc_thresholds(p)[0]}:{pfc_thresholds(p)[1]}"
+            for p in ports]
+
+
+def pfcd_script(host, if_stopped=False):
+    """The sh line starting the switch's PFC agent, or [] without PFC;
+    if_stopped: only when it is not running (a restore)."""
+    args = pfcd_args(host)
+    if not args:
+        return []
+    start = f"{PFCD} start {' '.join(args)} >/dev/null"
+    return [f"{PFCD} status >/dev/null 2>&1 || {start}" if if_stopped
+            else start]
 
 
 def tbf_burst(rate_bps):
@@ -108,6 +168,14 @@ def port_qdiscs(port, between=None):
     if port.dcb:
         lines.append(f"qdisc add dev {port.name} {parent} handle "
                      f"{ETS_HANDLE} ets {' '.join(ets_qdisc_args(port.dcb))}")
+        # A lossless band holds xoff + headroom bytes: what pfcd's XOFF
+        # lets arrive fits, what a stormed band gets is dropped there.
+        xoff, _, headroom = pfc_thresholds(port)
+        major = ETS_HANDLE.rstrip(":")
+        for band in pfc_bands(port.dcb):
+            lines.append(f"qdisc add dev {port.name} parent "
+                         f"{major}:{band + 1} handle {band + 21}: bfifo "
+                         f"limit {xoff + headroom}")
     return lines
 
 
@@ -156,9 +224,12 @@ def switch_setup_script(host):
     sh.append(f"{IP} -batch - <<'EOF'\n" + "\n".join(ip) + "\nEOF")
     sh += [f"{ETHTOOL} -L {port.name} combined {port.queues}"
            for port in host.nics if port.queues > 1]
+    sh += [f"{ETHTOOL} -s {port.name} speed {port.speed} duplex full"
+           for port in host.nics if port.speed]
     if br:
         sh.append(f"{BR} -batch - <<'EOF'\n" + "\n".join(br) + "\nEOF")
-    return "\n".join(sh + switch_qos_script(host)) + "\n"
+    return "\n".join(sh + switch_qos_script(host) + pfcd_script(host)) \
+        + "\n"
 
 
 def run_script(machine, script, what="switch setup", timeout=30.0):

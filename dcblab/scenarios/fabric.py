@@ -76,6 +76,9 @@ class Flow:
     # Sent from this net_prio cgroup, without SO_PRIORITY: pcp is then
     # what the cgroup's map should give (an unmodified application).
     cgroup: str = ""
+    count: int = 0              # frames to send; 0: rate x seconds
+    retries: int = 0            # sends priosend retried (ENOBUFS)
+    elapsed: float = 0.0        # s priosend took
 
 
 @dataclass
@@ -122,9 +125,12 @@ class SharesResult:
                 **({"rtt": self.rtt} if self.rtt else {})}
 
 
+# tc prints a backlog within 16 bytes of a multiple of 1024 in Kb (and of
+# 1 MiB in Mb): "backlog 3Kb 2p" for 3072 bytes (iproute2's sprint_size).
 _CLASS = re.compile(r"class (\S+) (\S+) .*\n Sent (\d+) bytes (\d+) pkt "
                     r"\(dropped (\d+), overlimits \d+ requeues \d+\) *\n"
-                    r" backlog (\d+)b (\d+)p")
+                    r" backlog ([\d.]+)([KM]?)b (\d+)p")
+_UNIT = {"": 1, "K": 1024, "M": 1024 * 1024}
 
 
 def class_stats(guest, dev):
@@ -138,8 +144,9 @@ def class_stats(guest, dev):
 def parse_class_stats(out):
     """class_stats() of `tc -s class show` text."""
     return {m[2]: dict(kind=m[1], bytes=int(m[3]), packets=int(m[4]),
-                       drops=int(m[5]), backlog_bytes=int(m[6]),
-                       backlog_packets=int(m[7]))
+                       drops=int(m[5]),
+                       backlog_bytes=round(float(m[6]) * _UNIT[m[7]]),
+                       backlog_packets=int(m[8]))
             for m in _CLASS.finditer(out)}
 
 
@@ -215,13 +222,20 @@ def idle_rtt(guest, dst, pcp, count=20, interval=0.05):
 
 
 def offer(lab, pcps, *, load=1.2, seconds=8.0, warmup=2.0, senders=("h1",
-          "h2"), size=SIZE, extra=(), probes=(), port=SINK_PORT):
+          "h2"), size=SIZE, extra=(), probes=(), port=SINK_PORT, counts=None,
+          drain=0.0):
     """Every pcp offered load x line rate (split over senders; a pcp given
     n times is n flows from each sender, n x the load), plus extra flows
     (host, pcp, frames/s[, cgroup]), and prioping probes (name, host, pcp, idle
     RTTs) in the steady interval, for
     seconds; h3's per-PCP throughput over the steady interval (warmup
-    seconds in, until 0.5 s before the senders stop)."""
+    seconds in, until 0.5 s before the senders stop).
+
+    counts {pcp: frames}: each flow of that pcp sends that many frames
+    instead of its rate x seconds (a paused sender takes longer: PFC);
+    drain: seconds more the sink waits for frames still queued in the
+    network once the senders are done (and that much longer without
+    one before it gives up)."""
     topo = lab.topology
     sw, sw_port, rx = congested_port(topo)
     line_fps = sw_port.rate_bps / (8 * wire_bytes(size))
@@ -232,6 +246,8 @@ def offer(lab, pcps, *, load=1.2, seconds=8.0, warmup=2.0, senders=("h1",
             flows.append(Flow(host, pcp, flow=100 * (i + 1) + j,
                               rate=max(1, round(load * line_fps
                                                 / len(senders)))))
+            if counts and pcp in counts:
+                flows[-1].count = counts[pcp]
     for j, (host, pcp, rate, *cg) in enumerate(extra):
         flows.append(Flow(host, pcp, flow=900 + j, rate=rate,
                           cgroup=cg[0] if cg else ""))
@@ -239,7 +255,7 @@ def offer(lab, pcps, *, load=1.2, seconds=8.0, warmup=2.0, senders=("h1",
     senders_all = sorted({f.host for f in flows} | {p[1] for p in probes})
     with pinned_neighbours(lab, senders_all, rx):
         return _offer(lab, flows, dst, rxg, sw, sw_port, pcps, seconds,
-                      warmup, size, probes, port)
+                      warmup, size, probes, port, drain)
 
 
 @contextlib.contextmanager
@@ -275,14 +291,18 @@ def pinned_neighbours(lab, hosts, rx, vlan=VLAN):
 
 
 def _offer(lab, flows, dst, rxg, sw, port, pcps, seconds, warmup, size,
-           probes, udp_port):
+           probes, udp_port, drain=0.0):
     sink_t0 = time.monotonic()
-    sink = Sink(rxg, DEV, timeout=seconds + 6, idle=2.0,
+    longest = max([seconds] + [f.count / f.rate for f in flows if f.count])
+    # A counted flow may take several times its rate's time when paused.
+    sink = Sink(rxg, DEV, timeout=seconds + 6 + 4 * (longest - seconds)
+                + 2 * drain, idle=2.0 + drain,
                 extra=["--interval", str(INTERVAL_MS), "-p",
                        str(udp_port)])
     sampler = _WireSampler(lab, rxg.name, (warmup, seconds - 0.5))  # t0: now
     procs = [(f, send(lab.guest(f.host), dst, spawn=True, rate=f.rate,
-                      count=int(f.rate * seconds), size=size, flow=f.flow,
+                      count=f.count or int(f.rate * seconds), size=size,
+                      flow=f.flow,
                       so_priority=None if f.cgroup else f.pcp,
                       cgroup=f.cgroup or None, port=udp_port))
              for f in flows]
@@ -293,8 +313,11 @@ def _offer(lab, flows, dst, rxg, sw, port, pcps, seconds, warmup, size,
     for p, _ in probers:
         p.start()
     for f, p in procs:
-        res = lab.guest(f.host).wait(p, timeout=seconds + 60)
-        f.sent = json.loads(res.stdout)["sent"]
+        res = lab.guest(f.host).wait(
+            p, timeout=seconds + 60 + 4 * (longest - seconds))
+        out = json.loads(res.stdout)
+        f.sent, f.retries = out["sent"], out.get("retries", 0)
+        f.elapsed = out["elapsed_s"]
     got = sink.result()
     for f in flows:
         entry = next((x for x in got["flows"] if x["flow"] == f.flow), None)

@@ -87,11 +87,22 @@ class Nic:
     rate_bps: Optional[int] = None
     rate: Optional[str] = None
     dcb: Optional[PortDcb] = None
+    # A switch port's PFC thresholds in bytes, as the file gives them
+    # (None: derived, dcblab.lab.switch.pfc_thresholds): the backlog of
+    # a band holding a PFC priority at which the other ports pause that
+    # priority (xoff) and resume it (xon), and the room above xoff for
+    # what arrives before the pause takes effect (headroom).
+    pfc_xoff: Optional[int] = None
+    pfc_xon: Optional[int] = None
+    pfc_headroom: Optional[int] = None
     # The NIC at the other end of its link ("host:nic"), and whether that
     # end is a switch port: a host NIC facing a switch takes its DCB from
     # it by DCBX (willing).
     peer: str = ""
     peer_is_switch: bool = False
+    # Its link's speed in Mbit/s (None: the driver's, unknown): ethtool
+    # shows it, and virtio_net times PFC pauses by it.
+    speed: Optional[int] = None
 
     def vlan_dev(self, vlan: Vlan) -> str:
         return f"{self.name}.{vlan.id}"
@@ -124,6 +135,7 @@ class Link:
     a: Nic
     b: Nic
     queues: int
+    speed: Optional[int] = None     # Mbit/s, both ends (ethtool -s)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,9 @@ _PORT_NAME = re.compile(r"swp[1-9][0-9]*")
 
 _TOP_KEYS = ("name", "dcbx", "hosts", "switches", "links")
 _SWITCH_KEYS = ("memory_mib", "cpus", "vlans", "dcb", "ports")
-_PORT_KEYS = ("rate", "dcb")
+_PORT_KEYS = ("rate", "dcb", "pfc_xoff", "pfc_xon", "pfc_headroom")
+# PFC thresholds: bytes, from one frame to 64 MiB
+_PFC_BYTES = (64, 64 << 20)
 _DCB_KEYS = ("prio_tc", "tsa", "bw", "pfc", "apps")
 _APP_KEYS = ("selector", "protocol", "priority")
 # A rate as tc reads one (iproute2's get_rate64, tc(8) "RATES"): a decimal
@@ -52,7 +54,9 @@ _RATE_MIN, _RATE_MAX = 100_000, 100 * 10**9
 _HOST_KEYS = ("memory_mib", "cpus", "nics")
 _NIC_KEYS = ("ipv4", "ipv6", "vlans")
 _VLAN_KEYS = ("id", "ipv4", "ipv6", "egress_qos_map", "ingress_qos_map")
-_LINK_KEYS = ("a", "b", "queues")
+_LINK_KEYS = ("a", "b", "queues", "speed")
+# ethtool's speeds virtio_net takes: 10 Mbit/s .. 400 Gbit/s
+_SPEED = (10, 400_000)
 
 _U32_MAX = 2**32 - 1
 _PCP_MAX = 7
@@ -129,7 +133,7 @@ class _Parser:
         # Both checks go in file order, so the first error a user sees is
         # the first one in the file.
         on_link, peers = {}, {}
-        for lname, a, b, queues in raw_links:
+        for lname, a, b, queues, speed in raw_links:
             if a == b:
                 self.fail(f"NIC {quote(_nic_id(a))} is on both ends of link "
                           f"{quote(lname)}")
@@ -142,7 +146,7 @@ class _Parser:
                 if end in on_link:
                     self.fail(f"NIC {quote(_nic_id(end))} is on links "
                               f"{quote(on_link[end][0])} and {quote(lname)}")
-                on_link[end] = (lname, queues)
+                on_link[end] = (lname, queues, speed)
             peers[a], peers[b] = b, a
         for key in nics:
             if key not in on_link:
@@ -158,6 +162,7 @@ class _Parser:
                           "queues (one TC needs at least one queue)")
         built = {key: replace(nic, link=on_link[key][0],
                               queues=on_link[key][1],
+                              speed=on_link[key][2],
                               peer=_nic_id(peers[key]),
                               peer_is_switch=kinds[peers[key][0]] == "switch")
                  for key, nic in nics.items()}
@@ -166,8 +171,8 @@ class _Parser:
             hosts=tuple(replace(h, nics=tuple(built[(h.name, n.name)]
                                               for n in h.nics))
                         for h in hosts),
-            links=tuple(Link(lname, built[a], built[b], queues)
-                        for lname, a, b, queues in raw_links))
+            links=tuple(Link(lname, built[a], built[b], queues, speed)
+                        for lname, a, b, queues, speed in raw_links))
 
     def name(self, doc: dict) -> str:
         if "name" in doc:
@@ -283,9 +288,21 @@ class _Parser:
             rate, rate_bps = self.rate(ptable, pwhere)
             pdcb = (self.dcb(ptable["dcb"], f"{pwhere}: dcb")
                     if "dcb" in ptable else dcb)
+            xoff, xon, headroom = (
+                self.int(ptable, k, None, *_PFC_BYTES, pwhere)
+                for k in ("pfc_xoff", "pfc_xon", "pfc_headroom"))
+            if xon is not None and xon > (xoff if xoff is not None
+                                          else xon):
+                self.fail(pwhere, f"pfc_xon ({xon}) must not be above "
+                                  f"pfc_xoff ({xoff})")
+            if xon is not None and xoff is None:
+                self.fail(pwhere, "pfc_xon needs pfc_xoff (the default "
+                                  "pfc_xon is half of pfc_xoff)")
             ports.append(Nic(name, pname, int(pname[len("swp"):]) - 1,
                              None, None, (), link="", queues=0,
-                             rate_bps=rate_bps, rate=rate, dcb=pdcb))
+                             rate_bps=rate_bps, rate=rate, dcb=pdcb,
+                             pfc_xoff=xoff, pfc_xon=xon,
+                             pfc_headroom=headroom))
         ports.sort(key=lambda n: n.index)
         self.numbered(where, "ports", ports, [f"swp{i + 1}" for i in
                                               range(len(ports))])
@@ -418,7 +435,8 @@ class _Parser:
                                  f"{quote(nic)}")
             ends.append((host, nic))
         queues = self.int(table, "queues", 1, 1, 16, where)
-        return name, ends[0], ends[1], queues
+        speed = self.int(table, "speed", None, *_SPEED, where)
+        return name, ends[0], ends[1], queues, speed
 
     # --- typed values ---
 
