@@ -615,6 +615,55 @@ def _fabric_rows(args, accel):
     ]
 
 
+def _pfc_rows(args, accel):
+    """The fabric's lossless class (docs/pfc.md): per run, one lab,
+    priority 3 with PFC at 1.2x and 2x the port rate, the negative
+    control, and head-of-line blocking."""
+    from ..scenarios.pfc import head_of_line, lossless
+    topo = load(paths.ROOT / "topology" / "dcb-fabric.toml")
+    runs = []
+    for i in range(args.pfc_runs):
+        say(f"bench: PFC {i + 1}/{args.pfc_runs}")
+        lab = Lab(topo, f"bench-pfc-{os.getpid()}")
+        try:
+            lab.up(owner_pid=os.getpid(), accel=accel)
+            handle = LabHandle(lab)
+            runs.append({"1.2": lossless(handle, load=1.2),
+                         "2": lossless(handle, load=2.0),
+                         "off": lossless(handle, load=1.2, pfc=False),
+                         "hol": head_of_line(handle)})
+        finally:
+            lab.down()
+    med, n = statistics.median, args.pfc_runs
+    rows = []
+    for key in ("1.2", "2"):
+        rs = [r[key] for r in runs]
+        rows.append((f"PFC {key}x: PCP 3 lost", f"{max(r.lost(3) for r in rs)}",
+                     f"worst of {n} (goal 0), of {rs[0].sent(3)} sent; PCP 0/2 "
+                     f"dropped {med(r.band_drops[0] for r in rs):.0f}/"
+                     f"{med(r.band_drops[2] for r in rs):.0f} at sw (median)"))
+        rows.append(("  pause frames sw -> h1 / h1 got", " / ".join(
+            (f"{med(r.requests['swp1'] for r in rs):.0f}",
+             f"{med(r.indications['h1'] for r in rs):.0f}")),
+            "median; sw:swp1's requests, h1's indications (goal equal)"))
+        rows.append(("  band peak / XOFF", f"{med(r.pfcd['peak_backlog'] for r in rs) / rs[0].thresholds[0]:.0f}x",
+                     f"median of {n}: largest backlog of the lossless band "
+                     f"{med(r.pfcd['peak_backlog'] for r in rs):.0f} B, XOFF "
+                     f"{rs[0].thresholds[0]} B, limit "
+                     f"{rs[0].thresholds[0] + rs[0].thresholds[2]} B; XOFF -> "
+                     f"peak {med(r.pfcd['reaction_ms'] for r in rs):.0f} ms"))
+    off = [r["off"] for r in runs]
+    rows.append(("PFC off: PCP 3 lost", f"{med(r.lost(3) for r in off):.0f}",
+                 f"median of {n}, of {off[0].sent(3)} sent: the negative "
+                 "control (goal > 0)"))
+    hol = [r["hol"] for r in runs]
+    rows.append(("head-of-line: RTT paused / alone",
+                 f"{med(h.slowdown for h in hol):.0f}x",
+                 f"median of {n}: PCP-3 prioping h1 -> h2 (idle path), "
+                 "median RTT while sw pauses h1 for swp3 over alone"))
+    return rows
+
+
 # --- the soak ----------------------------------------------------------------
 
 def _soak_rows(args):
@@ -701,6 +750,8 @@ def bench(args):
         rows += _dcbx_rows(topo, args, accel)
     if args.fabric_runs:
         rows += _fabric_rows(args, accel)
+    if args.pfc_runs:
+        rows += _pfc_rows(args, accel)
     if args.soak_clean or args.soak_killed:
         rows += _soak_rows(args)
     if args.suite:
@@ -755,6 +806,9 @@ def add_parsers(sub):
     p.add_argument("--dcbx-runs", type=int, default=3,
                    help="labs to time DCBX convergence and the APP chain in "
                         "(default 3; 0 skips)")
+    p.add_argument("--pfc-runs", type=int, default=1,
+                   help="fabric labs for the PFC figures (docs/pfc.md), "
+                        "~2 min each (default 1; 0 skips)")
     p.add_argument("--fabric-runs", type=int, default=2,
                    help="dcb-fabric labs to time up, the switch's forwarding "
                         "rate and the ETS share error in (default 2; 0 "
