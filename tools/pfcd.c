@@ -424,6 +424,23 @@ static void on_storm(void *ctx, unsigned int i, int prio, bool stormed)
 	fflush(stdout);
 }
 
+/* lldpad writes its PFC configuration to the driver again on its own
+ * time: a stormed priority it turned back on is turned off again.
+ */
+static void storms_kept(void)
+{
+	for (unsigned int i = 0; i < engine.nports; i++)
+		for (int p = 0; p < PFC_PRIOS; p++)
+			if (engine.port[i].stormed[p] && io[i].dcb_ok &&
+			    io[i].pfc_en & 1u << p) {
+				struct ieee_pfc pfc = io[i].pfc;
+
+				pfc.pfc_en &= (uint8_t)~(1u << p);
+				if (!set_pfc(i, &pfc))
+					io[i].pfc_en = pfc.pfc_en;
+			}
+}
+
 static void log_event(void *ctx, const char *line)
 {
 	(void)ctx;
@@ -641,6 +658,7 @@ int main(int argc, char **argv)
 		}
 		if (t >= next_config) {
 			read_dcb();
+			storms_kept();
 			next_config = t + o.config_every;
 		}
 		read_samples(s);

@@ -293,10 +293,14 @@ def pinned_neighbours(lab, hosts, rx, vlan=VLAN):
 def _offer(lab, flows, dst, rxg, sw, port, pcps, seconds, warmup, size,
            probes, udp_port, drain=0.0):
     sink_t0 = time.monotonic()
-    longest = max([seconds] + [f.count / f.rate for f in flows if f.count])
-    # A counted flow may take several times its rate's time when paused.
-    sink = Sink(rxg, DEV, timeout=seconds + 6 + 4 * (longest - seconds)
-                + 2 * drain, idle=2.0 + drain,
+    # Counted flows end when their frames are through, however long a
+    # paused class takes: bound it by four times what carrying them all
+    # at the port's whole rate takes (a class gets at least its share).
+    # The sink ends on idle once they are through.
+    counted = sum(f.count for f in flows if f.count)
+    longest = max(seconds, 4 * counted * 8 * wire_bytes(size)
+                  / port.rate_bps)
+    sink = Sink(rxg, DEV, timeout=longest + 6 + 2 * drain, idle=2.0 + drain,
                 extra=["--interval", str(INTERVAL_MS), "-p",
                        str(udp_port)])
     sampler = _WireSampler(lab, rxg.name, (warmup, seconds - 0.5))  # t0: now
@@ -313,8 +317,7 @@ def _offer(lab, flows, dst, rxg, sw, port, pcps, seconds, warmup, size,
     for p, _ in probers:
         p.start()
     for f, p in procs:
-        res = lab.guest(f.host).wait(
-            p, timeout=seconds + 60 + 4 * (longest - seconds))
+        res = lab.guest(f.host).wait(p, timeout=longest + 60)
         out = json.loads(res.stdout)
         f.sent, f.retries = out["sent"], out.get("retries", 0)
         f.elapsed = out["elapsed_s"]
