@@ -334,7 +334,11 @@ def test_pcp_arms_counters_then_counts_frames_per_pcp(lab):
     r = _dcblab(lab, ["pcp", "h2", "-j"], text=True)
     assert r.returncode == 0, r.stderr
     first = __import__("json").loads(r.stdout)
-    assert first["armed_now"] and first["pcp"] == [0] * 8
+    # Armed now and read at once: nothing of PCP 1..7 yet; PCP 0 may
+    # already hold a neighbour frame of h1's on the VLAN (priority 0;
+    # seen once in the libvirt pass: 1).
+    assert first["armed_now"] and first["pcp"][1:] == [0] * 7, first
+    assert first["pcp"][0] <= 2, first
     lab.h1.run(["priosend", "-c", "5", "-P", "3", dst])
     r = _dcblab(lab, ["pcp", "h2"], text=True)
     assert r.returncode == 0, r.stderr
