@@ -205,18 +205,23 @@ def test_app_edges_are_accepted_and_a_duplicate_is_eexist(lab):
 
 def test_pfc_any_enable_bits_are_stored_and_counters_stay_0(lab):
     """The enable bits and delay are kept (a DCBX negotiation can be read
-    back); pfc_cap stays 8 and the MACsec bypass bit is not kept; with no
-    PFC frame on the link, the pause counters stay 0."""
+    back); pfc_cap stays 8 and the MACsec bypass bit is not kept; setting
+    them sends no PFC frame and counts none (the counters are the
+    device's: other tests' pause frames stay in them)."""
     g = lab.h1
+
+    def counters():
+        out = json.loads(g.run(["dcb", "-s", "-j", "pfc", "show", "dev",
+                                "eth0"]).stdout)
+        return out["requests"], out["indications"]
+    before = counters()
     assert dcbnl_raw(g, "eth0", "pfc", pfc_bytes(0xA5, mbc=1, delay=7)) == ""
     pfc = dcb_show(g, "pfc")
     assert pfc["prio_pfc"] == [bool(0xA5 >> p & 1) for p in range(8)]
     assert pfc["delay"] == 7
     assert pfc["pfc_cap"] == 8
     assert pfc["macsec_bypass"] is False
-    stats = g.run(["dcb", "-s", "-j", "pfc", "show", "dev", "eth0"]).stdout
-    assert '"requests":[0,0,0,0,0,0,0,0]' in stats.replace(" ", "")
-    assert '"indications":[0,0,0,0,0,0,0,0]' in stats.replace(" ", "")
+    assert counters() == before
 
 
 def test_dcbx_mode_other_than_host_ieee_is_refused(lab):

@@ -175,9 +175,11 @@ def test_pause_storm_stops_the_victim_priority_only_no_tx_timeout(lab,
     """XOFF for priority 3 every 20 ms for 7 s, longer than the TX
     watchdog's 5 s: priority 3 stays held the whole time, priority 0
     keeps moving, the queue's trans_start is renewed so no TX timeout is
-    reported, and the held frames leave within one pause time (335 ms)
-    of the storm's end."""
+    reported, and the held frames leave within one pause time of the
+    storm's end. At 10 Mbit/s (one XOFF: 3.36 s) so that a debug
+    kernel's slow guests never let a pause lapse between two frames."""
     g = lab.h1
+    _speed(g, 10)
     ind0 = indications(g, 3)
     p = _pause(lab, "-p", "3", count=350)
     _paused(lab, 3, ind0)
@@ -189,7 +191,7 @@ def test_pause_storm_stops_the_victim_priority_only_no_tx_timeout(lab,
         assert res["sent"] == 20 and held(g) == 20
     lab.h2.wait(p, timeout=30)
     wait_for("h1's held frames sent after the storm", lambda: held(g),
-             lambda n: n == 0, timeout=5)
+             lambda n: n == 0, timeout=8)
     stats = g.run(["ethtool", "-S", "eth0"]).stdout
     timeouts = [int(ln.split(":")[1]) for ln in stats.splitlines()
                 if "tx_timeouts:" in ln]
@@ -246,6 +248,7 @@ def test_malformed_mac_control_frames_under_traffic_leave_no_queue_stopped(
     # The longest pause sent (65535 quanta, 335 ms) is over: none held.
     wait_for("h1's queues empty", lambda: held(g), lambda n: n == 0,
              timeout=5)
+    _speed(g, 10)   # one XOFF lasts 3.36 s, beyond a slow guest's steps
     ind0 = indications(g, 3)
     lab.h2.wait(_pause(lab, "-p", "3", count=20))
     _paused(lab, 3, ind0)
