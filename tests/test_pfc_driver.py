@@ -7,6 +7,7 @@ must outlast the test's steps (3.36 s). lldpad is stopped in both guests
 for this module (tests/test_dcb_driver.py says why). Runs in the debug
 kernel's pass too (.ci/run). docs/pfc.md explains the data path."""
 
+import contextlib
 import json
 import time
 
@@ -114,16 +115,27 @@ def test_xoff_holds_only_the_paused_priority_on_the_sender(lab, dst):
     assert indications(lab.h1, 3) - ind0 == 100
 
 
-def test_xon_resumes_before_the_pause_time_ends(lab, dst):
-    """At 10 Mbit/s one XOFF of 65535 quanta lasts 3.36 s; XON (quanta 0)
-    ends it at once: the held frames leave long before."""
+@contextlib.contextmanager
+def _one_long_pause(lab):
+    """h1 at 10 Mbit/s, where one XOFF of 65535 quanta lasts 3.36 s, and
+    paused by one; yields the host time it was seen paused. 100 Mbit/s
+    again after."""
     g = lab.h1
     _speed(g, 10)
     try:
         ind0 = indications(g, 3)
         lab.h2.wait(_pause(lab, "-p", "3"))
         _paused(lab, 3, ind0)
-        t0 = time.monotonic()
+        yield time.monotonic()
+    finally:
+        _speed(g, 100)
+
+
+def test_xon_resumes_before_the_pause_time_ends(lab, dst):
+    """At 10 Mbit/s one XOFF of 65535 quanta lasts 3.36 s; XON (quanta 0)
+    ends it at once: the held frames leave long before."""
+    g = lab.h1
+    with _one_long_pause(lab) as t0:
         send(g, dst, count=10, rate=1000, flow=3, so_priority=3)
         assert held(g) == 10
         lab.h2.wait(_pause(lab, "-p", "3", "-q", "0"))
@@ -132,8 +144,6 @@ def test_xon_resumes_before_the_pause_time_ends(lab, dst):
         # Released by the XON, not by the end of the 3.36 s pause.
         assert time.monotonic() - t0 < 3.0, \
             f"held frames left {time.monotonic() - t0:.2f} s after XOFF"
-    finally:
-        _speed(g, 100)
 
 
 def test_pause_of_a_priority_without_pfc_is_counted_and_ignored(lab, dst):
@@ -204,20 +214,13 @@ def test_link_down_ends_a_pause(lab, dst):
     3.36 s), its link set down and up while paused: the frames sent after
     leave once the link is up, before the pause would have ended."""
     g = lab.h1
-    _speed(g, 10)
-    try:
-        ind0 = indications(g, 3)
-        lab.h2.wait(_pause(lab, "-p", "3"))
-        _paused(lab, 3, ind0)
-        t0 = time.monotonic()
+    with _one_long_pause(lab) as t0:
         g.run(["ip", "link", "set", "eth0", "down"])
         g.run(["ip", "link", "set", "eth0", "up"])
         send(g, dst, count=5, rate=1000, flow=3, so_priority=3)
         wait_for("h1's frames sent", lambda: held(g), lambda n: n == 0,
                  timeout=10)
         assert time.monotonic() - t0 < 3.0
-    finally:
-        _speed(g, 100)
 
 
 def test_malformed_mac_control_frames_under_traffic_leave_no_queue_stopped(

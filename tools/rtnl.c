@@ -115,52 +115,16 @@ void rtnl_close(struct rtnl *r)
 	r->fd = -1;
 }
 
-int rtnl_talk(struct rtnl *r, struct rtnl_msg *m)
-{
-	struct nlmsghdr *h = (struct nlmsghdr *)m->buf;
-	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
-	union {
-		char buf[8192];
-		struct nlmsghdr align;
-	} reply;
-
-	if (m->overflow)
-		return EMSGSIZE;
-	h->nlmsg_flags |= NLM_F_ACK;
-	h->nlmsg_seq = ++r->seq;
-	if (sendto(r->fd, m->buf, m->len, 0, (struct sockaddr *)&kernel,
-		   sizeof(kernel)) < 0)
-		return errno;
-	/* Replies to older requests (there should be none) are skipped. */
-	for (;;) {
-		ssize_t n = recv(r->fd, reply.buf, sizeof(reply.buf), 0);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return errno;
-		}
-		for (struct nlmsghdr *p = &reply.align; NLMSG_OK(p, n);
-		     p = NLMSG_NEXT(p, n)) {
-			struct nlmsgerr *e = NLMSG_DATA(p);
-
-			if (p->nlmsg_seq != r->seq ||
-			    p->nlmsg_type != NLMSG_ERROR)
-				continue;
-			if (p->nlmsg_len < NLMSG_LENGTH(sizeof(*e)))
-				return EBADMSG;
-			return -e->error;
-		}
-	}
-}
-
 int rtnl_request(struct rtnl *r, struct rtnl_msg *m,
 		 int (*cb)(const struct nlmsghdr *h, void *ctx), void *ctx)
 {
 	struct nlmsghdr *h = (struct nlmsghdr *)m->buf;
 	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
 	bool dump = h->nlmsg_flags & NLM_F_DUMP;
-	static union {
+	/* On the stack: one struct rtnl per thread (cgfuzz, dcbfuzz). The
+	 * kernel sizes a dump's messages to the reader's buffer.
+	 */
+	union {
 		char buf[32768];
 		struct nlmsghdr align;
 	} reply;
@@ -202,6 +166,19 @@ int rtnl_request(struct rtnl *r, struct rtnl_msg *m,
 				return err;
 		}
 	}
+}
+
+/* A request's answer is its ack alone: nothing to read but that. */
+static int no_reply(const struct nlmsghdr *h, void *ctx)
+{
+	(void)h;
+	(void)ctx;
+	return 0;
+}
+
+int rtnl_talk(struct rtnl *r, struct rtnl_msg *m)
+{
+	return rtnl_request(r, m, no_reply, NULL);
 }
 
 void rtnl_attrs(const void *start, size_t len, const struct nlattr **tb,
