@@ -115,12 +115,22 @@ void rtnl_close(struct rtnl *r)
 	r->fd = -1;
 }
 
+bool rtnl_is_dump(const struct nlmsghdr *h)
+{
+	/* rtnetlink's message types come in fours: NEW, DEL, GET, SET.  On a
+	 * NEW, 0x200 and 0x100 are NLM_F_EXCL and NLM_F_REPLACE, the bits
+	 * NLM_F_DUMP is made of on a GET.
+	 */
+	return (h->nlmsg_type & 3) == 2 &&
+	       (h->nlmsg_flags & NLM_F_DUMP) == NLM_F_DUMP;
+}
+
 int rtnl_request(struct rtnl *r, struct rtnl_msg *m,
 		 int (*cb)(const struct nlmsghdr *h, void *ctx), void *ctx)
 {
 	struct nlmsghdr *h = (struct nlmsghdr *)m->buf;
 	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
-	bool dump = h->nlmsg_flags & NLM_F_DUMP;
+	bool dump = rtnl_is_dump(h);
 	/* On the stack: one struct rtnl per thread (cgfuzz, dcbfuzz). The
 	 * kernel sizes a dump's messages to the reader's buffer.
 	 */

@@ -13,6 +13,7 @@
 #define DCBLAB_RTNL_H
 
 #include <linux/netlink.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -59,6 +60,12 @@ void rtnl_close(struct rtnl *r);
  * (positive), or the errno of send/recv; EMSGSIZE if m overflowed.
  */
 int rtnl_talk(struct rtnl *r, struct rtnl_msg *m);
+
+/*
+ * Is h a dump request (a GET with NLM_F_DUMP), whose answer ends with
+ * NLMSG_DONE, not with its ack?
+ */
+bool rtnl_is_dump(const struct nlmsghdr *h);
 
 /*
  * Send m (a get or a dump: NLM_F_DUMP in its flags) and call cb with each

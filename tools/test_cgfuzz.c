@@ -459,6 +459,28 @@ static void test_overflowing_message_is_flagged_not_sent(void)
 	CHECK(rtnl_talk(&r, &m) == EMSGSIZE);
 }
 
+/* NLM_F_EXCL and NLM_F_REPLACE are NLM_F_DUMP's two bits: a NEWLINK
+ * with them waited for an NLMSG_DONE that never came (cgfuzz hung in its
+ * setup, in CI).
+ */
+static void test_only_a_get_with_both_bits_is_a_dump(void)
+{
+	struct rtnl_msg m;
+	const struct nlmsghdr *h = (const struct nlmsghdr *)m.buf;
+
+	rtnl_build_newlink(&m, "cgfz-s0", "dummy", 0, 0);
+	CHECK(!rtnl_is_dump(h));
+	rtnl_msg_init(&m, RTM_NEWQDISC, NLM_F_CREATE | NLM_F_REPLACE |
+		      NLM_F_EXCL, NULL, 0);
+	CHECK(!rtnl_is_dump(h));
+	rtnl_msg_init(&m, RTM_GETQDISC, NLM_F_DUMP, NULL, 0);
+	CHECK(rtnl_is_dump(h));
+	rtnl_msg_init(&m, RTM_GETLINK, NLM_F_MATCH, NULL, 0);
+	CHECK(!rtnl_is_dump(h));
+	rtnl_msg_init(&m, RTM_GETDCB, 0, NULL, 0);
+	CHECK(!rtnl_is_dump(h));
+}
+
 int main(void)
 {
 	test_lab3_refusals_are_einval();
@@ -483,6 +505,7 @@ int main(void)
 	test_newlink_of_a_dummy_has_no_link_or_data();
 	test_dellink_names_the_device();
 	test_overflowing_message_is_flagged_not_sent();
+	test_only_a_get_with_both_bits_is_a_dump();
 	printf("test_cgfuzz: %d passed, %d failed\n", checks_passed,
 	       checks_failed);
 	return checks_failed ? 1 : 0;
