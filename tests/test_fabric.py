@@ -4,6 +4,7 @@ enforces its DCB configuration with `ets` under the shaper, and hands it
 to the hosts by DCBX. Expected numbers come from the topology file.
 docs/fabric.md explains the data path and the measurements."""
 
+import dataclasses
 import json
 import statistics
 import subprocess
@@ -12,6 +13,10 @@ import sys
 import pytest
 
 from dcblab.core.paths import ROOT
+from dcblab.lab.dcbx import ets_tlv_args
+from dcblab.lab.switch import (ETS_HANDLE, ets_qdisc_args, fifo_handle,
+                               port_bands)
+from dcblab.lab.top import Top
 from dcblab.scenarios.fabric import (cgroup_apps, congested_port,
                                      expected_shares, offer, queue_delay_s,
                                      strict_priority)
@@ -19,6 +24,7 @@ from dcblab.scenarios.plot import plot_result
 from dcblab.testing.dcb import apps_of, ets_of, peer_tlv, pfc_of, wait_for
 from dcblab.testing.traffic import Sink, flow_of, pcp_counts, send
 
+DCBLAB = [sys.executable, str(ROOT / "bin" / "dcblab")]
 # How far a measured share may be from the configured one (the issue's
 # goal: 5 percentage points).
 SHARE_TOLERANCE = 0.05
@@ -209,3 +215,123 @@ def test_pcp_on_a_switch_port_reads_its_trust_filters(fabric):
     after = json.loads(r.stdout)
     assert (after["armed_now"], after["vlan"]) == (False, None)
     assert after["pcp"][pcp] - before["pcp"][pcp] == count
+
+
+# --- a switch enforces what its ports advertise --------------------------
+
+def _qdisc(fabric, dev):
+    return fabric.sw.run(["tc", "qdisc", "show", "dev", dev]).stdout
+
+
+def _ets_line(fabric, dev):
+    return next((ln for ln in _qdisc(fabric, dev).splitlines()
+                 if ln.startswith("qdisc ets ")), "")
+
+
+def _lldptool(fabric, dev, tlv, *args):
+    fabric.sw.run(["lldptool", "-T", "-i", dev, "-V", tlv, *args])
+
+
+def test_shares_set_with_lldptool_are_enforced_shown_and_reset(
+        fabric, port, tmp_path, artefact):
+    """The issue's user: swp3's ETS set to 40/30/30 with lldptool (ETS-CFG,
+    which the port runs, and ETS-REC, which h3 adopts). Within a second
+    pfcd makes swp3's ets qdisc the new configuration and logs it; top
+    shows what the port runs beside what the file says; h3 adopts it;
+    the three classes at 1.2 x line rate split 40/30/30 at the port.
+    `dcblab reset sw h3` then puts the file's 20/30/50 back on both."""
+    bw = (40, 30, 30, 0, 0, 0, 0, 0)
+    new = dataclasses.replace(port.dcb, bw=bw)
+    ets = ets_tlv_args(new.prio_tc, new.tsa, new.bw)
+    log0 = len(fabric.sw.read("/run/pfcd.log").splitlines())
+    try:
+        _lldptool(fabric, port.name, "ETS-CFG", *ets)
+        want = " ".join(ets_qdisc_args(new))
+        _, took = wait_for("swp3's ets qdisc to follow its DCB",
+                           lambda: _ets_line(fabric, port.name),
+                           lambda ln: ln.rstrip().endswith(want), timeout=5)
+        print(f"swp3's ets qdisc followed lldptool's ETS-CFG in "
+              f"{took:.2f} s (pfcd reads dcbnl every 0.1 s)")
+        log = fabric.sw.read("/run/pfcd.log").splitlines()[log0:]
+        assert any("swp3: ETS enforced from its DCB" in ln and
+                   "tc-bw 40,30,30" in ln and "quanta 4000 3000 3000" in ln
+                   for ln in log), log
+        top = Top(fabric.name, fabric.topology, fabric.lab.machines,
+                  ["sw", "h3"])
+        try:
+            s0 = top.sample()
+            rep = top.report(s0, top.sample(), 1.0)
+        finally:
+            top.close()
+        swp3 = next(p for m in rep["machines"] for p in m["ports"]
+                    if p["dev"] == port.name)
+        assert swp3["dcb"]["same"] is False
+        assert swp3["dcb"]["port"]["tc_bw"] == list(bw)
+        assert swp3["dcb"]["file"]["tc_bw"] == list(port.dcb.bw)
+        _lldptool(fabric, port.name, "ETS-REC", *ets)
+        wait_for("h3 to adopt swp3's ETS-REC", lambda: ets_of(fabric.h3),
+                 lambda e: e["bw"] == bw)
+        pcps = (0, 2, 3)
+        r = offer(fabric, pcps, load=LOAD)
+        _keep(r, tmp_path, artefact, "shares-40-30-30")
+        got = {p: round(r.share(p), 3) for p in pcps}
+        want_shares = expected_shares(new, pcps)
+        print(f"after lldptool: shares {got}, configured {want_shares}")
+        for p in pcps:
+            assert abs(r.share(p) - want_shares[p]) <= SHARE_TOLERANCE, \
+                (got, want_shares)
+    finally:
+        res = subprocess.run(DCBLAB + ["reset", "--name", fabric.name,
+                                       "sw", "h3"],
+                             capture_output=True, text=True, timeout=120)
+    print(res.stdout)
+    assert res.returncode == 0, res.stderr
+    assert ("swp3: DCB was tc-bw 40 30 30 str, prio-tc 0 0 1 2 0 3 0 0, "
+            "pfc 3; now the file's tc-bw 20 30 50 str") in res.stdout
+    assert _ets_line(fabric, port.name).rstrip().endswith(
+        " ".join(ets_qdisc_args(port.dcb)))
+    wait_for("h3 to adopt the file's ETS again", lambda: ets_of(fabric.h3),
+             lambda e: e["bw"] == port.dcb.bw)
+
+
+def test_pfc_and_prio_tc_changed_on_a_port_move_its_bands_and_bfifos(
+        fabric):
+    """PFC turned on for priority 2 on swp3 (lldptool): the band of its
+    TC gets a bfifo of the port's lossless limit, and loses it when PFC
+    is off again. Priority 2 moved to TC 0 on swp1 with `dcb` (the driver
+    alone, as a hand change): swp1's priomap follows, and TC 1, now
+    unused, has no band."""
+    sw = fabric.topology.host("sw")
+    swp3, swp1 = sw.nic("swp3"), sw.nic("swp1")
+    band = port_bands(swp3.dcb).index(swp3.dcb.prio_tc[2])
+    fifo = (f"qdisc bfifo {fifo_handle(band)} parent "
+            f"{ETS_HANDLE}{band + 1} limit")
+    try:
+        _lldptool(fabric, "swp3", "PFC", "enabled=2,3")
+        wait_for("a bfifo under the band of priority 2",
+                 lambda: _qdisc(fabric, "swp3"), lambda q: fifo in q,
+                 timeout=5)
+        _lldptool(fabric, "swp3", "PFC", "enabled=3")
+        wait_for("that bfifo gone", lambda: _qdisc(fabric, "swp3"),
+                 lambda q: fifo not in q, timeout=5)
+        moved = dataclasses.replace(swp1.dcb, prio_tc=(0, 0, 0, 2, 0, 3, 0,
+                                                       0))
+        fabric.sw.run(["dcb", "ets", "set", "dev", "swp1", "prio-tc",
+                       *(f"{p}:{tc}" for p, tc in enumerate(moved.prio_tc))])
+        want = " ".join(ets_qdisc_args(moved))
+        line, _ = wait_for("swp1's priomap to follow", lambda: _ets_line(
+            fabric, "swp1"), lambda ln: ln.rstrip().endswith(want),
+            timeout=5)
+        # TC 1 is still in use (below TC 3): its band stays, empty.
+        assert " bands 4 " in line
+    finally:
+        # h3 took PFC 2,3 by DCBX: it is put back too.
+        res = subprocess.run(DCBLAB + ["reset", "--name", fabric.name,
+                                       "sw", "h3"],
+                             capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "swp1: DCB was" in res.stdout
+    for dev in ("swp1", "swp3"):
+        p = sw.nic(dev)
+        assert _ets_line(fabric, dev).rstrip().endswith(
+            " ".join(ets_qdisc_args(p.dcb)))

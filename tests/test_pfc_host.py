@@ -46,28 +46,35 @@ def test_fabric_thresholds_follow_rate_and_link_speed():
     assert pfc_thresholds(swp3) == (25_000, 12_500, 5_000_000)
     # an unshaped port drains at its link's 100 Mbit/s
     assert pfc_thresholds(sw.nic("swp1"))[0] == 250_000
-    assert pfcd_args(sw) == ["swp1:250000:125000", "swp2:250000:125000",
-                             "swp3:25000:12500"]
+    # each port's lossless bfifo: xoff + 400 ms of its 100 Mbit/s link
+    assert pfcd_args(sw) == ["swp1:250000:125000:5250000",
+                             "swp2:250000:125000:5250000",
+                             "swp3:25000:12500:5025000"]
 
 
 def test_only_the_band_of_priority_3_gets_a_bfifo_of_xoff_plus_headroom():
     swp3 = load(FABRIC).host("sw").nic("swp3")
     assert pfc_bands(swp3.dcb) == [3]
     lines = port_qdiscs(swp3)
-    assert lines[-1] == ("qdisc add dev swp3 parent 10:4 handle 24: bfifo "
-                         "limit 5025000")
+    assert lines[-1] == ("qdisc replace dev swp3 parent 10:4 handle 24: "
+                         "bfifo limit 5025000")
     assert sum("bfifo" in ln for ln in lines) == 1
 
 
-def test_a_switch_without_pfc_runs_no_agent_and_has_no_lossless_band():
+def test_a_switch_without_pfc_has_no_lossless_band_but_runs_its_agent():
+    """pfcd also makes the ets qdiscs follow the ports' DCB: a switch
+    with DCB ports runs it, PFC or not; one without DCB does not."""
     sw = load(FABRIC).host("sw")
     dcb = dataclasses.replace(sw.nic("swp3").dcb, pfc=())
     nopfc = dataclasses.replace(sw, nics=tuple(
         dataclasses.replace(p, dcb=dcb) for p in sw.nics))
-    assert pfcd_args(nopfc) == []
-    assert "dcblab-pfcd" not in switch_setup_script(nopfc)
     assert "bfifo" not in switch_setup_script(nopfc)
+    assert "dcblab-pfcd start swp1:" in switch_setup_script(nopfc)
     assert "dcblab-pfcd start swp1:" in switch_setup_script(sw)
+    nodcb = dataclasses.replace(sw, nics=tuple(
+        dataclasses.replace(p, dcb=None) for p in sw.nics))
+    assert pfcd_args(nodcb) == []
+    assert "dcblab-pfcd" not in switch_setup_script(nodcb)
 
 
 def test_link_speed_reaches_both_ends_and_the_switch_script():

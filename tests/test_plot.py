@@ -128,6 +128,42 @@ def test_rtt_section_gives_a_second_axes_with_each_probe(sample, tmp_path,
                            for ln in ax.lines)
 
 
+def _with_pause(result):
+    """The sample plus what the switch's pfcd said: swp1 kept its partner
+    paused 0 %, then 60 %, then 100 % of the time; swp2 never."""
+    r = copy.deepcopy(result)
+    ts = [iv["t_s"] + iv["len_s"] / 2 for iv in r["intervals"]]
+    r["pause"] = {"prios": [3], "ports": {
+        "swp1": [[t, [0.0, 0.6, 1.0][min(i, 2)]] for i, t in enumerate(ts)],
+        "swp2": [[t, 0.0] for t in ts]}}
+    return r
+
+
+def test_pause_section_gives_a_panel_of_time_paused_per_port(sample,
+                                                             tmp_path):
+    """With RTT and pause sections: three panels, the last the time each
+    switch port kept its partner paused, in percent of each stretch."""
+    result = _with_pause(_with_rtt(sample))
+    fig = plot_result(result, tmp_path / "p.png")
+    assert len(fig.axes) == 3
+    ax = fig.axes[2]
+    for port, series in result["pause"]["ports"].items():
+        line = _by_gid(ax, f"pause-{port}")
+        assert list(line.get_ydata()) == pytest.approx(
+            [f * 100 for _, f in series])
+        assert list(line.get_xdata()) == [t for t, _ in series]
+    assert "priority 3" in ax.get_title()
+    assert len(plot_result(_with_pause(sample), tmp_path / "q.png").axes) \
+        == 2
+
+
+def test_a_pause_fraction_above_1_is_refused(sample, tmp_path):
+    result = _with_pause(sample)
+    result["pause"]["ports"]["swp1"][0][1] = 1.5
+    with pytest.raises(UsageError, match='"pause": "swp1" is not'):
+        plot_result(result, tmp_path / "s.png")
+
+
 def test_missing_key_names_it(sample, tmp_path):
     del sample["expected"]
     with pytest.raises(UsageError, match='no key "expected"'):

@@ -141,10 +141,11 @@ def test_c_unit_tests_pass(tools):
     assert r.returncode == 0, r.stdout + r.stderr
     # One summary per test program: util/seqtrack, dcblab-run,
     # dcbapp-netprio's parser and engine, cgfuzz's model and generator,
-    # dcbfuzz's model and requests, PFC frames and pfcd's decision.
+    # dcbfuzz's model and requests, PFC frames and pfcd's decision, the
+    # ets qdisc pfcd makes from a port's DCB.
     summaries = re.findall(r"^(.*\d+ passed, (\d+) failed)$", r.stdout, re.M)
-    assert len(summaries) == 6, r.stdout
-    assert [failed for _, failed in summaries] == ["0"] * 6, r.stdout
+    assert len(summaries) == 7, r.stdout
+    assert [failed for _, failed in summaries] == ["0"] * 7, r.stdout
 
 
 @pytest.mark.parametrize("tool", ["priosend", "priosink", "cgwrite",
@@ -208,6 +209,7 @@ USAGE_ERRORS = {
         "no-port": [],
         "xon-above-xoff": ["swp1:100:200"],
         "not-port-xoff-xon": ["swp1:100"],
+        "limit-below-xoff": ["swp1:100:50:99"],
         "quanta-0": ["--quanta", "0", "swp1:100:50"],
     },
     "dcbapp-netprio": {

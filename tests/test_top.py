@@ -74,8 +74,12 @@ def test_top_json_shows_a_stream_per_class_and_dcbx_adoption(fabric):
         seen["swp1 rx"].append(next(e for e in swp1["rx_pcp"]
                                     if e["pcp"] == PCP))
         seen["swp3 tx"].append(next(e for e in swp3["tx"] if e["tc"] == tc))
-        assert h1["dcbx"] == {"willing": True, "adopted": True}
+        # h1 holds the ETS swp1 runs, which is the file's
+        assert h1["dcbx"] == {"willing": True, "adopted": True,
+                              "against": "port"}
         assert swp1["dcbx"]["willing"] is False
+        assert swp1["dcb"]["same"] is True
+        assert swp1["dcb"]["port"]["tc_bw"] == list(d.bw)
     print(f"priosend: {sent['pps']:.0f} frames/s; top, frames/s per "
           "interval: " + "; ".join(
               f"{k} {[e['pps'] for e in v]}" for k, v in seen.items()))
@@ -175,4 +179,5 @@ def test_every_queue_is_tc_0_on_a_nic_without_traffic_classes():
     assert tc0["tc"] == 0
     assert tc0["pps"] * m["seconds"] == pytest.approx(sum(sent), rel=0.01)
     assert tc0["bps"] == pytest.approx(tc0["pps"] * 100 * 8, rel=0.01)
-    assert m["ports"][0]["dcbx"] == {"willing": True, "adopted": None}
+    assert m["ports"][0]["dcbx"] == {"willing": True, "adopted": None,
+                                     "against": None}

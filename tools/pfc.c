@@ -229,11 +229,13 @@ void pfc_engine_step(struct pfc_engine *e, const struct pfc_sample *s,
 					       e->port[j].congested[p];
 			if (want && !I->paused[p]) {
 				event(e, "%s: XOFF priority %d", I->name, p);
+				I->paused_since[p] = now;
 			} else if (want && now - I->last_xoff[p] >=
 				   e->refresh) {
 				/* the pause goes on */
 			} else if (!want && I->paused[p]) {
 				event(e, "%s: XON priority %d", I->name, p);
+				I->paused_s[p] += now - I->paused_since[p];
 			} else {
 				continue;
 			}
@@ -250,6 +252,11 @@ void pfc_engine_step(struct pfc_engine *e, const struct pfc_sample *s,
 		if (vector && e->send)
 			e->send(e->ctx, i, vector, quanta);
 	}
+}
+
+double pfc_paused_time(const struct pfc_port *P, int p, double now)
+{
+	return P->paused_s[p] + (P->paused[p] ? now - P->paused_since[p] : 0);
 }
 
 void pfc_engine_reset_figures(struct pfc_engine *e)
@@ -284,9 +291,9 @@ void pfc_engine_release(struct pfc_engine *e)
 }
 
 int pfc_parse_port_arg(const char *arg, char name[16], uint64_t *xoff,
-		       uint64_t *xon)
+		       uint64_t *xon, uint64_t *limit)
 {
-	const char *c1 = strchr(arg, ':'), *c2;
+	const char *c1 = strchr(arg, ':'), *c2, *c3;
 	char *end;
 
 	if (!c1 || c1 == arg || c1 - arg >= 16)
@@ -294,15 +301,21 @@ int pfc_parse_port_arg(const char *arg, char name[16], uint64_t *xoff,
 	c2 = strchr(c1 + 1, ':');
 	if (!c2)
 		return -1;
+	c3 = strchr(c2 + 1, ':');
 	memcpy(name, arg, (size_t)(c1 - arg));
 	name[c1 - arg] = '\0';
-	if (c1[1] < '0' || c1[1] > '9' || c2[1] < '0' || c2[1] > '9')
+	if (c1[1] < '0' || c1[1] > '9' || c2[1] < '0' || c2[1] > '9' ||
+	    (c3 && (c3[1] < '0' || c3[1] > '9')))
 		return -1;
 	*xoff = strtoull(c1 + 1, &end, 10);
 	if (end != c2)
 		return -1;
 	*xon = strtoull(c2 + 1, &end, 10);
-	if (*end || *xon > *xoff || *xoff == 0)
+	if (end != (c3 ? c3 : c2 + strlen(c2)) || *xon > *xoff || *xoff == 0)
 		return -1;
-	return 0;
+	*limit = 0;
+	if (!c3)
+		return 0;
+	*limit = strtoull(c3 + 1, &end, 10);
+	return *end || *limit < *xoff ? -1 : 0;
 }

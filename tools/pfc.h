@@ -99,6 +99,10 @@ struct pfc_port {
 	bool have_last;
 	/* counters and figures */
 	uint64_t xoff_sent[PFC_PRIOS], xon_sent[PFC_PRIOS];
+	/* time its partner was paused for p: ended pauses (XOFF to XON),
+	 * and when the one in effect began
+	 */
+	double paused_s[PFC_PRIOS], paused_since[PFC_PRIOS];
 	uint64_t storms[PFC_PRIOS];
 	uint64_t peak_backlog[PFC_PRIOS];	/* its band of p, bytes */
 	uint64_t episodes[PFC_PRIOS];	/* times it went over XOFF */
@@ -138,6 +142,11 @@ int pfc_engine_add_port(struct pfc_engine *e, const char *name,
 void pfc_engine_step(struct pfc_engine *e, const struct pfc_sample *s,
 		     double now);
 
+/* Seconds port P's partner was paused for p up to now: a running count,
+ * the pause in effect included.
+ */
+double pfc_paused_time(const struct pfc_port *P, int p, double now);
+
 /* Figures (peaks, reactions, episodes) from now on: a new measurement. */
 void pfc_engine_reset_figures(struct pfc_engine *e);
 
@@ -145,10 +154,11 @@ void pfc_engine_reset_figures(struct pfc_engine *e);
 void pfc_engine_release(struct pfc_engine *e);
 
 /*
- * "PORT:XOFF:XON" (bytes) of pfcd's command line into name, xoff, xon:
- * 0, or -1 when malformed.
+ * "PORT:XOFF:XON[:LIMIT]" (bytes) of pfcd's command line into name, xoff,
+ * xon and limit (0 without one; else at least XOFF): 0, or -1 when
+ * malformed.
  */
 int pfc_parse_port_arg(const char *arg, char name[16], uint64_t *xoff,
-		       uint64_t *xon);
+		       uint64_t *xon, uint64_t *limit);
 
 #endif

@@ -1,13 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * pfcd - a switch's PFC agent: sends 802.1Qbb XOFF and XON from the
- * backlog of its ports' ETS bands (see pfc.h for the decision).
+ * pfcd - a switch's DCB agent: sends 802.1Qbb XOFF and XON from the
+ * backlog of its ports' ETS bands (see pfc.h for the decision), and
+ * programs each port's ets qdisc from the port's DCB state (swets.h).
  *
  * Every --interval it reads, in one RTM_GETQDISC dump, each port's ETS
  * priority -> band map (the ets qdisc's priomap) and the byte backlog of
  * the bfifo under each lossless band; every --config-every it reads each
  * port's PFC enable bits and pause counters (dcbnl IEEE GET), so that a
- * change made with dcb, lldptool or by DCBX is followed.  The
+ * change made with dcb, lldptool or by DCBX is followed.  With that read,
+ * a port's ETS configuration becomes its ets qdisc (bands, strict bands,
+ * quanta, priomap: changed in place when it differs), and each band that
+ * holds a PFC priority gets a bfifo of the port's LIMIT bytes (one that
+ * no longer does loses it), as a switch programs its scheduler from its
+ * DCB state; a port without PFC anywhere costs one dump per
+ * --config-every.  The
  * frames leave past the qdiscs (PACKET_QDISC_BYPASS), as a switch's MAC
  * control frames do; the driver counts them in the port's "requests".
  *
@@ -19,6 +26,7 @@
  */
 #include "pfc.h"
 #include "rtnl.h"
+#include "swets.h"
 #include "util.h"
 
 #include <errno.h>
@@ -61,7 +69,17 @@ struct port_io {
 	uint8_t pfc_en;
 	uint64_t indications[PFC_PRIOS], requests[PFC_PRIOS];
 	struct ieee_pfc pfc;		/* as dcbnl last said */
-	bool dcb_ok;
+	struct ieee_ets ets;
+	bool dcb_ok, ets_ok;
+	/* the ets qdisc as dumped, its parent; a plan the kernel refused
+	 * and the qdisc it was refused for (not tried again until the DCB
+	 * state asks for another, or the qdisc is another)
+	 */
+	struct swets have, refused, refused_have;
+	uint32_t ets_parent;
+	bool refused_set;
+	uint64_t limit;			/* of a lossless band's bfifo */
+	uint64_t ets_changes, fifo_changes, ets_errors;
 	/* the bfifo under each band: handle, parent, limit; the limit to
 	 * give back when a storm is over
 	 */
@@ -82,15 +100,18 @@ static volatile sig_atomic_t stop_signal, reset_signal;
 static void usage(void)
 {
 	printf(
-"usage: pfcd [OPTIONS] PORT:XOFF:XON ...\n"
-"A switch's PFC agent: when the ETS band that holds a priority on a PORT\n"
+"usage: pfcd [OPTIONS] PORT:XOFF:XON[:LIMIT] ...\n"
+"A switch's DCB agent: when the ETS band that holds a priority on a PORT\n"
 "has XOFF bytes queued or more, every other port with PFC enabled on that\n"
 "priority sends its partner XOFF for it, again every --refresh, and XON\n"
-"once the band has XON bytes or fewer.\n"
+"once the band has XON bytes or fewer.  Each PORT's ets qdisc follows\n"
+"the port's DCB ETS configuration; with LIMIT, a band holding a PFC\n"
+"priority gets a bfifo of LIMIT bytes.\n"
 "  --interval S        backlog read every S seconds while a band is at\n"
 "                      half its XON threshold or a pause is on (default\n"
 "                      0.001), else every --idle-interval (default 0.01)\n"
-"  --config-every S    ETS map, PFC enables, pause counters read every S\n"
+"  --config-every S    DCB state (ETS, PFC enables, pause counters) read\n"
+"                      and the ets qdiscs made to follow it every S\n"
 "                      (default 0.1)\n"
 "  --quanta N          pause time of an XOFF, 1..65535 (default 65535:\n"
 "                      33.6 ms at the 1 Gbit/s virtio_net assumes)\n"
@@ -170,23 +191,47 @@ struct dump {
 static void ets_options(int i, const struct tcmsg *t, const struct nlattr *opt)
 {
 	const struct nlattr *ob[TCA_ETS_MAX + 1];
+	struct swets *h = &io[i].have;
 	const char *p, *end;
+	unsigned int band;
 	int prio = 0;
 
 	rtnl_attrs(RTNL_DATA(opt), RTNL_LEN(opt), ob, TCA_ETS_MAX);
 	if (!ob[TCA_ETS_NBANDS] || !ob[TCA_ETS_PRIOMAP])
 		return;
 	io[i].ets_handle = TC_H_MAJ(t->tcm_handle);
+	io[i].ets_parent = t->tcm_parent;
 	io[i].bands = *(const uint8_t *)RTNL_DATA(ob[TCA_ETS_NBANDS]);
+	memset(h, 0, sizeof(*h));
+	h->bands = (uint8_t)io[i].bands;
+	if (ob[TCA_ETS_NSTRICT])
+		h->strict = *(const uint8_t *)RTNL_DATA(ob[TCA_ETS_NSTRICT]);
 	p = RTNL_DATA(ob[TCA_ETS_PRIOMAP]);
 	end = p + RTNL_LEN(ob[TCA_ETS_PRIOMAP]);
 	/* one TCA_ETS_PRIOMAP_BAND per priority, in priority order */
-	while (p + NLA_HDRLEN < end && prio < PFC_PRIOS) {
+	while (p + NLA_HDRLEN < end && prio < SWETS_PRIOMAP) {
 		const struct nlattr *a = (const void *)p;
 
 		if (a->nla_len < NLA_HDRLEN + 1 || p + a->nla_len > end)
 			break;
-		io[i].band_of[prio++] = *(const uint8_t *)RTNL_DATA(a);
+		h->priomap[prio] = *(const uint8_t *)RTNL_DATA(a);
+		if (prio < PFC_PRIOS)
+			io[i].band_of[prio] = h->priomap[prio];
+		prio++;
+		p += NLA_ALIGN(a->nla_len);
+	}
+	if (!ob[TCA_ETS_QUANTA])
+		return;
+	/* one TCA_ETS_QUANTA_BAND per band after the strict ones */
+	p = RTNL_DATA(ob[TCA_ETS_QUANTA]);
+	end = p + RTNL_LEN(ob[TCA_ETS_QUANTA]);
+	for (band = h->strict; p + NLA_HDRLEN < end && band < SWETS_TCS;
+	     band++) {
+		const struct nlattr *a = (const void *)p;
+
+		if (a->nla_len < NLA_HDRLEN + 4 || p + a->nla_len > end)
+			break;
+		memcpy(&h->quanta[band], RTNL_DATA(a), 4);
 		p += NLA_ALIGN(a->nla_len);
 	}
 }
@@ -265,6 +310,12 @@ static int on_dcb(const struct nlmsghdr *h, void *ctx)
 		return 0;
 	rtnl_attrs(RTNL_DATA(tb[DCB_ATTR_IEEE]), RTNL_LEN(tb[DCB_ATTR_IEEE]),
 		   ib, DCB_ATTR_IEEE_MAX);
+	if (ib[DCB_ATTR_IEEE_ETS] &&
+	    RTNL_LEN(ib[DCB_ATTR_IEEE_ETS]) >= sizeof(p->ets)) {
+		memcpy(&p->ets, RTNL_DATA(ib[DCB_ATTR_IEEE_ETS]),
+		       sizeof(p->ets));
+		p->ets_ok = true;
+	}
 	if (!ib[DCB_ATTR_IEEE_PFC] ||
 	    RTNL_LEN(ib[DCB_ATTR_IEEE_PFC]) < sizeof(pfc))
 		return 0;
@@ -287,6 +338,7 @@ static void read_dcb(void)
 		rtnl_msg_init(&m, RTM_GETDCB, 0, &d, sizeof(d));
 		rtnl_msg_put_str(&m, DCB_ATTR_IFNAME, engine.port[i].name);
 		io[i].dcb_ok = false;
+		io[i].ets_ok = false;
 		rtnl_request(&nl, &m, on_dcb, &io[i]);
 	}
 }
@@ -302,6 +354,7 @@ static void read_samples(struct pfc_sample *s)
 	for (i = 0; i < engine.nports; i++) {
 		io[i].ets_handle = 0;
 		memset(io[i].band_of, PFC_NO_BAND, sizeof(io[i].band_of));
+		memset(io[i].fifo_handle, 0, sizeof(io[i].fifo_handle));
 		memset(&s[i], 0, sizeof(s[i]));
 	}
 	d.s = s;
@@ -390,6 +443,157 @@ static int set_fifo_limit(unsigned int i, unsigned int band, uint32_t limit)
 	return rtnl_talk(&nl, &m);
 }
 
+/* The port's ets qdisc changed in place to plan w: 0 or an errno */
+static int set_ets(unsigned int i, const struct swets *w)
+{
+	struct tcmsg t = { .tcm_family = AF_UNSPEC,
+			   .tcm_ifindex = io[i].ifindex,
+			   .tcm_handle = io[i].ets_handle,
+			   .tcm_parent = io[i].ets_parent };
+	struct nlattr *opts, *nest;
+	struct rtnl_msg m;
+	int b, p;
+
+	rtnl_msg_init(&m, RTM_NEWQDISC, 0, &t, sizeof(t));
+	rtnl_msg_put_str(&m, TCA_KIND, "ets");
+	opts = rtnl_msg_put(&m, TCA_OPTIONS | NLA_F_NESTED, NULL, 0);
+	rtnl_msg_put(&m, TCA_ETS_NBANDS, &w->bands, 1);
+	if (w->strict)
+		rtnl_msg_put(&m, TCA_ETS_NSTRICT, &w->strict, 1);
+	if (w->bands > w->strict) {
+		nest = rtnl_msg_put(&m, TCA_ETS_QUANTA | NLA_F_NESTED, NULL, 0);
+		for (b = w->strict; b < w->bands; b++)
+			rtnl_msg_put(&m, TCA_ETS_QUANTA_BAND, &w->quanta[b], 4);
+		rtnl_msg_end_nest(&m, nest);
+	}
+	nest = rtnl_msg_put(&m, TCA_ETS_PRIOMAP | NLA_F_NESTED, NULL, 0);
+	for (p = 0; p < SWETS_PRIOMAP; p++)
+		rtnl_msg_put(&m, TCA_ETS_PRIOMAP_BAND, &w->priomap[p], 1);
+	rtnl_msg_end_nest(&m, nest);
+	rtnl_msg_end_nest(&m, opts);
+	return rtnl_talk(&nl, &m);
+}
+
+/* Band b of port i gets a bfifo of limit bytes (handle 21: for band 1,
+ * 22: for band 2 ... in tc's hex, as the lab's setup makes them), or with
+ * limit 0 loses its own (the ets qdisc puts its default pfifo back): 0
+ * or an errno.
+ */
+static int band_fifo(unsigned int i, unsigned int b, uint64_t limit)
+{
+	struct tcmsg t = { .tcm_family = AF_UNSPEC,
+			   .tcm_ifindex = io[i].ifindex,
+			   .tcm_parent = io[i].ets_handle | (b + 1) };
+	struct tc_fifo_qopt q = { .limit = (uint32_t)limit };
+	struct rtnl_msg m;
+
+	if (!limit) {
+		t.tcm_handle = io[i].fifo_handle[b];
+		rtnl_msg_init(&m, RTM_DELQDISC, 0, &t, sizeof(t));
+		return rtnl_talk(&nl, &m);
+	}
+	t.tcm_handle = TC_H_MAKE((0x21 + b) << 16, 0);
+	rtnl_msg_init(&m, RTM_NEWQDISC, NLM_F_CREATE | NLM_F_EXCL, &t,
+		      sizeof(t));
+	rtnl_msg_put_str(&m, TCA_KIND, "bfifo");
+	rtnl_msg_put(&m, TCA_OPTIONS, &q, sizeof(q));
+	return rtnl_talk(&nl, &m);
+}
+
+/* "tsa ets,ets,ets,strict,... tc-bw 20,30,50,... prio-tc 0:0 1:0 ..." */
+static void describe_dcb(const struct ieee_ets *e, char *buf, size_t len)
+{
+	size_t n = 0;
+	int k;
+
+	n += (size_t)snprintf(buf + n, len - n, "tsa");
+	for (k = 0; k < SWETS_TCS && n < len; k++)
+		n += (size_t)snprintf(buf + n, len - n, "%c%s", k ? ',' : ' ',
+				      e->tc_tsa[k] == SWETS_TSA_ETS ? "ets" :
+				      e->tc_tsa[k] ? "other" : "strict");
+	for (k = 0; k < SWETS_TCS && n < len; k++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%u",
+				      k ? "," : " tc-bw ", e->tc_tx_bw[k]);
+	for (k = 0; k < SWETS_TCS && n < len; k++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%d:%u",
+				      k ? " " : " prio-tc ", k, e->prio_tc[k]);
+}
+
+/*
+ * Port i's scheduler made what its DCB state asks for (swets.h): the ets
+ * qdisc changed in place when it differs; then, at the next read (the
+ * bands as they now are), the bfifos of the bands that hold a PFC
+ * priority.  A stormed priority counts as PFC on: the watchdog's limit
+ * of 0 on its band stays until the storm is over.
+ */
+static void enforce(unsigned int i)
+{
+	struct port_io *p = &io[i];
+	const char *name = engine.port[i].name;
+	uint8_t pfc = p->pfc_en;
+	struct swets want;
+	char plan[160], dcb[200];
+	unsigned int b;
+	int err;
+
+	if (!p->dcb_ok || !p->ets_ok || !p->ets_handle)
+		return;
+	for (int prio = 0; prio < PFC_PRIOS; prio++)
+		if (engine.port[i].stormed[prio])
+			pfc |= (uint8_t)(1u << prio);
+	swets_plan(p->ets.prio_tc, p->ets.tc_tsa, p->ets.tc_tx_bw, pfc, &want);
+	if (!swets_same_qdisc(&want, &p->have)) {
+		if (p->refused_set && swets_same_qdisc(&want, &p->refused) &&
+		    swets_same_qdisc(&p->have, &p->refused_have))
+			return;
+		err = set_ets(i, &want);
+		swets_describe(&want, plan, sizeof(plan));
+		describe_dcb(&p->ets, dcb, sizeof(dcb));
+		if (err) {
+			p->refused = want;
+			p->refused_have = p->have;
+			p->refused_set = true;
+			p->ets_errors++;
+			printf("%.6f %s: ETS of its DCB (%s) not enforced: %s: "
+			       "%s\n", now(), name, dcb, plan, strerror(err));
+		} else {
+			p->refused_set = false;
+			p->ets_changes++;
+			p->have = want;
+			printf("%.6f %s: ETS enforced from its DCB (%s): %s\n",
+			       now(), name, dcb, plan);
+		}
+		fflush(stdout);
+		return;
+	}
+	if (!p->limit)
+		return;
+	for (b = 0; b < want.bands && b < PFC_MAX_BANDS; b++) {
+		bool lossless = want.lossless & 1u << b;
+
+		if (lossless == !!p->fifo_handle[b])
+			continue;
+		err = band_fifo(i, b, lossless ? p->limit : 0);
+		/* made or removed since the dump (the lab's restore does) */
+		if (err == (lossless ? EEXIST : ENOENT))
+			continue;
+		if (err)
+			p->ets_errors++;
+		else
+			p->fifo_changes++;
+		if (lossless)
+			printf("%.6f %s: band %u holds a PFC priority: bfifo "
+			       "limit %llu%s%s\n", now(), name, b + 1,
+			       (unsigned long long)p->limit,
+			       err ? ": " : "", err ? strerror(err) : "");
+		else
+			printf("%.6f %s: band %u holds no PFC priority: its "
+			       "bfifo removed%s%s\n", now(), name, b + 1,
+			       err ? ": " : "", err ? strerror(err) : "");
+		fflush(stdout);
+	}
+}
+
 /*
  * The watchdog's action (pfc.h): while port i's band of prio is stormed,
  * the port stops honouring its partner's pauses for prio (PFC off for it
@@ -450,6 +654,7 @@ static void log_event(void *ctx, const char *line)
 
 static void write_state(bool json_out)
 {
+	double t = now();
 	char tmp[4096];
 	FILE *f = stdout;
 	unsigned int i;
@@ -466,8 +671,16 @@ static void write_state(bool json_out)
 	new_json_obj(f, true);
 	print_uint(PRINT_JSON, "send_errors", NULL, send_errors);
 	print_uint(PRINT_JSON, "steps", NULL, steps);
+	/* the guest's clock: what paused_ms is counted in */
+	print_float(PRINT_JSON, "time", NULL, t);
 	print_float(PRINT_JSON, "max_gap_ms", NULL, max_gap * 1e3);
 	print_float(PRINT_JSON, "quanta", NULL, engine.quanta);
+#define ARRAY(key, expr) do {					\
+		open_json_array(key);				\
+		for (p = 0; p < PFC_PRIOS; p++)			\
+			expr;					\
+		close_json_array();				\
+	} while (0)
 	open_json_array("ports");
 	for (i = 0; i < engine.nports; i++) {
 		const struct pfc_port *P = &engine.port[i];
@@ -477,16 +690,38 @@ static void write_state(bool json_out)
 		print_uint(PRINT_JSON, "xoff", NULL, P->xoff);
 		print_uint(PRINT_JSON, "xon", NULL, P->xon);
 		print_uint(PRINT_JSON, "pfc_en", NULL, io[i].pfc_en);
-#define ARRAY(key, expr) do {					\
-		open_json_array(key);				\
-		for (p = 0; p < PFC_PRIOS; p++)			\
-			expr;					\
-		close_json_array();				\
-	} while (0)
+		print_uint(PRINT_JSON, "limit", NULL, io[i].limit);
+		print_uint(PRINT_JSON, "ets_changes", NULL, io[i].ets_changes);
+		print_uint(PRINT_JSON, "fifo_changes", NULL,
+			   io[i].fifo_changes);
+		print_uint(PRINT_JSON, "ets_errors", NULL, io[i].ets_errors);
+		{
+			char plan[160];
+
+			swets_describe(&io[i].have, plan, sizeof(plan));
+			print_string(PRINT_JSON, "ets", NULL,
+				     io[i].ets_handle ? plan : "");
+		}
+		/* what the port runs, as dcbnl last said (dcb ets show) */
+		if (io[i].ets_ok) {
+			const struct ieee_ets *e = &io[i].ets;
+
+			open_json_object("dcb");
+			ARRAY("prio_tc", print_uint(PRINT_JSON, NULL, NULL,
+						    e->prio_tc[p]));
+			ARRAY("tc_tsa", print_string(PRINT_JSON, NULL, NULL,
+				e->tc_tsa[p] == SWETS_TSA_ETS ? "ets" :
+				e->tc_tsa[p] ? "other" : "strict"));
+			ARRAY("tc_bw", print_uint(PRINT_JSON, NULL, NULL,
+						  e->tc_tx_bw[p]));
+			close_json_object();
+		}
 		ARRAY("xoff_sent", print_uint(PRINT_JSON, NULL, NULL,
 					      P->xoff_sent[p]));
 		ARRAY("xon_sent", print_uint(PRINT_JSON, NULL, NULL,
 					     P->xon_sent[p]));
+		ARRAY("paused_ms", print_float(PRINT_JSON, NULL, NULL,
+			pfc_paused_time(P, p, t) * 1e3));
 		ARRAY("paused", print_uint(PRINT_JSON, NULL, NULL,
 					   P->paused[p]));
 		ARRAY("congested", print_uint(PRINT_JSON, NULL, NULL,
@@ -539,14 +774,16 @@ static int setup(char **ports, int n)
 	/* the command line first: a usage error opens no socket */
 	for (i = 0; i < n; i++) {
 		char name[16];
-		uint64_t xoff, xon;
+		uint64_t xoff, xon, limit;
 
-		if (pfc_parse_port_arg(ports[i], name, &xoff, &xon))
-			return usage_error("'%s' is not PORT:XOFF:XON (bytes, "
-					   "XON <= XOFF, XOFF > 0)", ports[i]);
+		if (pfc_parse_port_arg(ports[i], name, &xoff, &xon, &limit))
+			return usage_error("'%s' is not PORT:XOFF:XON[:LIMIT] "
+					   "(bytes, XON <= XOFF, XOFF > 0, "
+					   "LIMIT >= XOFF)", ports[i]);
 		if (pfc_engine_add_port(&engine, name, xoff, xon))
 			return usage_error("more than %d ports",
 					   PFC_MAX_PORTS);
+		io[i].limit = limit;
 	}
 	err = rtnl_open(&nl);
 	if (err)
@@ -591,6 +828,21 @@ static bool busy(const struct pfc_sample *s)
 	return false;
 }
 
+/* Does a port have PFC on, or a priority stormed?  If not, no band's
+ * backlog matters: the ports are read every --config-every only.
+ */
+static bool pfc_anywhere(void)
+{
+	for (unsigned int i = 0; i < engine.nports; i++) {
+		if (io[i].pfc_en)
+			return true;
+		for (int p = 0; p < PFC_PRIOS; p++)
+			if (engine.port[i].stormed[p] || engine.port[i].paused[p])
+				return true;
+	}
+	return false;
+}
+
 /* A switch's control plane runs before its data plane: SCHED_FIFO, so
  * that forwarding (ksoftirqd, under load) does not delay an XOFF.
  */
@@ -611,7 +863,7 @@ int main(int argc, char **argv)
 	int err;
 
 	o.cli = (struct cli){ .shortopts = ":jh", .longopts = longopts,
-			      .operands = "PORT:XOFF:XON...",
+			      .operands = "PORT:XOFF:XON[:LIMIT]...",
 			      .any_operands = true, .usage = usage,
 			      .set = set_option, .ctx = &o };
 	progname = "pfcd";
@@ -619,7 +871,7 @@ int main(int argc, char **argv)
 	if (err)
 		return err;
 	if (optind >= argc)
-		return usage_error("no PORT:XOFF:XON");
+		return usage_error("no PORT:XOFF:XON[:LIMIT]");
 	if (o.interval <= 0)
 		return usage_error("--interval must be above 0");
 	engine.quanta = (uint16_t)o.quanta;
@@ -659,15 +911,24 @@ int main(int argc, char **argv)
 		if (t >= next_config) {
 			read_dcb();
 			storms_kept();
-			next_config = t + o.config_every;
+			read_samples(s);
+			for (unsigned int i = 0; i < engine.nports; i++)
+				enforce(i);
+			next_config += o.config_every;
+			if (next_config <= t)
+				next_config = t + o.config_every;
+		} else {
+			read_samples(s);
 		}
-		read_samples(s);
 		pfc_engine_step(&engine, s, now());
 		if (t >= next_state) {
 			write_state(false);
 			next_state = t + 0.25;
 		}
-		next += busy(s) ? o.interval : o.idle_interval;
+		next += busy(s) ? o.interval :
+			pfc_anywhere() ? o.idle_interval : o.config_every;
+		if (next > next_config)
+			next = next_config;
 		if (next < now())
 			next = now();
 		sleep_until(next);

@@ -148,6 +148,9 @@ static void test_engine(void)
 	pfc_engine_step(&e, s, 1.012);
 	CHECK(out.n == 4 && out.quanta3[2] == 0xffff);
 	CHECK(e.port[0].xoff_sent[3] == 2);
+	/* paused since 1.001: the pause in effect counts */
+	CHECK(pfc_paused_time(&e.port[0], 3, 1.012) > 0.0109 &&
+	      pfc_paused_time(&e.port[0], 3, 1.012) < 0.0111);
 	/* between XON and XOFF: still paused (hysteresis) */
 	s[2].backlog[2] = 20000;
 	pfc_engine_step(&e, s, 1.015);
@@ -157,6 +160,10 @@ static void test_engine(void)
 	pfc_engine_step(&e, s, 1.020);
 	CHECK(out.n == 6 && out.vector[4] == 0x08 && out.quanta3[4] == 0);
 	CHECK(!e.port[0].paused[3] && e.port[0].xon_sent[3] == 1);
+	/* XOFF at 1.001, XON at 1.020: 19 ms, and no more after */
+	CHECK(pfc_paused_time(&e.port[0], 3, 5.0) > 0.0189 &&
+	      pfc_paused_time(&e.port[0], 3, 5.0) < 0.0191);
+	CHECK(pfc_paused_time(&e.port[2], 3, 5.0) == 0);
 	/* the figures: the peak 40000 seen 4 ms after going over XOFF */
 	CHECK(e.port[2].peak_backlog[3] == 40000);
 	CHECK(e.port[2].reaction_s[3] > 0.0039 &&
@@ -229,18 +236,27 @@ static void test_engine(void)
 static void test_port_arg(void)
 {
 	char name[16];
-	uint64_t xoff, xon;
+	uint64_t xoff, xon, limit;
 
-	CHECK(pfc_parse_port_arg("swp3:30000:15000", name, &xoff, &xon) == 0);
+#define PARSE(arg) pfc_parse_port_arg(arg, name, &xoff, &xon, &limit)
+	CHECK(PARSE("swp3:30000:15000") == 0);
 	CHECK(!strcmp(name, "swp3") && xoff == 30000 && xon == 15000);
-	CHECK(pfc_parse_port_arg("swp3:100:200", name, &xoff, &xon) == -1);
-	CHECK(pfc_parse_port_arg("swp3:0:0", name, &xoff, &xon) == -1);
-	CHECK(pfc_parse_port_arg("swp3:30000", name, &xoff, &xon) == -1);
-	CHECK(pfc_parse_port_arg(":1:1", name, &xoff, &xon) == -1);
-	CHECK(pfc_parse_port_arg("swp3:1x:1", name, &xoff, &xon) == -1);
-	CHECK(pfc_parse_port_arg("swp3:-1:1", name, &xoff, &xon) == -1);
-	CHECK(pfc_parse_port_arg("a-name-far-too-long:1:1", name, &xoff,
-				 &xon) == -1);
+	CHECK(limit == 0);
+	CHECK(PARSE("swp3:100:200") == -1);
+	CHECK(PARSE("swp3:0:0") == -1);
+	CHECK(PARSE("swp3:30000") == -1);
+	CHECK(PARSE(":1:1") == -1);
+	CHECK(PARSE("swp3:1x:1") == -1);
+	CHECK(PARSE("swp3:-1:1") == -1);
+	CHECK(PARSE("a-name-far-too-long:1:1") == -1);
+	/* the lossless bands' limit, when given, holds XOFF at least */
+	CHECK(PARSE("swp3:30000:15000:90000") == 0 && limit == 90000);
+	CHECK(PARSE("swp3:30000:15000:100") == -1);
+	CHECK(PARSE("swp3:30000:15000:") == -1);
+	CHECK(PARSE("swp3:30000:15000:9e9") == -1);
+	CHECK(PARSE("swp3:30000:15000:1:2") == -1);
+	CHECK(PARSE("swp3:30000:1x:90000") == -1);
+#undef PARSE
 }
 
 int main(void)

@@ -63,6 +63,18 @@ def _adopted(lab, port):
             f" (dcb show dev eth0; as the file: yes)")
 
 
+def _paused_share(r):
+    """{switch port: mean fraction of the steady interval it kept its
+    partner paused} from the result's pause series."""
+    out = {}
+    lo, hi = r.steady
+    for port, series in (r.pause or {}).get("ports", {}).items():
+        inside = [f for t, f in series if lo <= t <= hi]
+        if inside:
+            out[port] = sum(inside) / len(inside)
+    return out
+
+
 class _LiveBands(threading.Thread):
     """Every second, sw's congested port's bands: rate and drops since
     the last read, one line each, until stopped. Rates by the switch's
@@ -175,6 +187,12 @@ def demo_fabric(topology=None, name="demo-fabric"):
                 + ", ".join(f"{sw.name}:{q} sent {sent[q]}, {facing[q]} "
                             f"received {got[facing[q]]}" for q in facing)
                 + f" (dcb -s pfc show; pfcd's log: {sw.name}:/run/pfcd.log)")
+            paused = _paused_share(r)
+            if paused:
+                say("  time paused over the steady interval (the PNG's "
+                    "last panel): " + ", ".join(
+                        f"{facing.get(q, q)} {f:.0%}"
+                        for q, f in sorted(paused.items())))
             if drops:
                 wrong.append(f"PCP {p} is lossless but {drops} frames "
                              f"dropped at {sw.name}")

@@ -238,15 +238,35 @@ def cmd_cp(args):
 
 def cmd_reset(args):
     from ..lab import Lab, baseline_devices, reset_baseline
+    from ..lab.dcbstate import reset_host_dcb, reset_switch_dcb
     lab = Lab.attach(lab_name(args))
-    # All names checked before any host is touched.
-    pairs = [(lab.machine(h), lab.topology.host(h)) for h in args.hosts]
+    # All names checked before any host is touched; switches first: the
+    # hosts facing them take their DCB from them.
+    pairs = sorted(((lab.machine(h), lab.topology.host(h))
+                    for h in dict.fromkeys(args.hosts)),
+                   key=lambda mh: not mh[1].is_switch)
+    dcbx = lab.topology.dcbx
+    rc = 0
     for m, host in pairs:
-        for line in reset_baseline(m, host, lab.topology.dcbx):
+        lines, failed = reset_baseline(m, host, dcbx), []
+        if host.is_switch:
+            lines += reset_switch_dcb(m, host, dcbx)
+        elif dcbx:
+            done, failed = reset_host_dcb(m, host, lab.topology, lab)
+            lines += done
+        for line in lines:
             say(f"{host.name}: {line}")
+        if failed:
+            for line in failed:
+                print(f"dcblab reset: {host.name}: {line}", file=sys.stderr)
+            rc = 1
+            continue
+        dcb = [n.name for n in host.nics if n.dcb or
+               (dcbx and n.peer_is_switch)]
         say(f"{host.name}: at the topology's baseline (devices "
-            f"{', '.join(baseline_devices(host))})")
-    return 0
+            f"{', '.join(baseline_devices(host))}"
+            f"{'; DCB of ' + ', '.join(dcb) if dcb else ''})")
+    return rc
 
 
 def _pcp_counts(m, dev):

@@ -5,6 +5,7 @@ table as plain text each interval otherwise, or one JSON object per
 interval with -j. The numbers come from dcblab.lab.top."""
 
 import json
+import os
 import sys
 import time
 
@@ -40,6 +41,28 @@ def _dcbx_words(dcbx):
             {True: "adopted", False: "differs", None: ""}[dcbx["adopted"]])
 
 
+def _shares(dcb):
+    """{tc: "20" or "str"} of the TCs a DCB uses."""
+    tcs = max(dcb["prio_tc"]) + 1
+    return {tc: str(dcb["tc_bw"][tc]) if dcb["tc_tsa"][tc] == "ets"
+            else "str" for tc in range(tcs)}
+
+
+def _dcb_words(d):
+    """The last column of a switch port's "ets %" row: its PFC, and the
+    file's configuration when the port runs another."""
+    run = d["port"]
+    if run is None:
+        return "(not read)"
+    pfc = ",".join(map(str, run["pfc"])) or "none"
+    if d["same"]:
+        return f"pfc {pfc}, as the file"
+    f = d["file"]
+    shares = " ".join(_shares(f)[tc] for tc in sorted(_shares(f)))
+    return (f"pfc {pfc}; file: {shares}, pfc "
+            f"{','.join(map(str, f['pfc'])) or 'none'}")
+
+
 def table(rep, hint=""):
     """The report as lines of text (rates in Mbit/s; drops: frames in the
     interval; qlen: frames queued at the end of it)."""
@@ -64,6 +87,10 @@ def table(rep, hint=""):
                 {e["tc"]: _mbit(e["bps"]) for e in p["tx"]}, tx_drops,
                 willing))
             pad = " " * width
+            if p.get("dcb"):
+                run = p["dcb"]["port"]
+                lines.append(_row(pad, "ets %", _shares(run) if run else {},
+                                  "", _dcb_words(p["dcb"])))
             if bands:
                 for kind, key in (("drop", "drops"),
                                   ("qlen", "backlog_packets")):
@@ -163,6 +190,9 @@ def cmd_top(args):
                                            _sleep)):
                 print(("\n" if i else "") + "\n".join(table(rep)),
                       flush=True)
+    except BrokenPipeError:
+        # `dcblab top | head`: the reader has what it wanted.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     finally:
         top.close()
     return 0

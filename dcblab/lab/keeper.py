@@ -55,7 +55,7 @@ from . import wire
 from .baseline import apply_baseline
 from .dcbx import (app_readvertise_script, dcbx_script, pfc_applied_script,
                    start_lldpad)
-from .switch import run_script
+from .switch import enforced_script, run_script
 from .reaper import run_pids, run_tag, teardown
 from .runs import (SOCKET, TOPOLOGY, LabError, lab_dir,
                    load_lab_topology, rc_text, read_state, write_state)
@@ -184,7 +184,10 @@ class Keeper:
         three without the entry, at random)."""
         script = dcbx_script(host)
         if host.is_switch:
-            script += pfc_applied_script(host)
+            # lldpad wrote its defaults to the drivers when it started:
+            # ready once the topology's DCB is in them and pfcd made the
+            # ets qdiscs follow it.
+            script += pfc_applied_script(host) + enforced_script(host)
         if script:
             run_script(self.machines[host.name], script, "DCBX port setup")
 

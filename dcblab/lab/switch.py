@@ -14,7 +14,7 @@ __all__ = ["switch_setup_script", "switch_qos_script", "ets_qdisc_args",
            "port_qdiscs", "port_bands", "dcb_batch", "run_script",
            "tbf_burst", "BRIDGE", "ETS_HANDLE", "pfc_thresholds",
            "pfc_bands", "pfcd_args", "pfcd_script", "PFCD", "PFC_LINK_BPS",
-           "PFC_REACTION_S"]
+           "PFC_REACTION_S", "enforced_script", "fifo_handle"]
 
 BRIDGE = "br0"
 # Full paths: busybox sh runs its own ip/tc applets before PATH.
@@ -25,7 +25,8 @@ IP, TC, DCB, BR, ETHTOOL = ("/sbin/ip", "/sbin/tc", "/sbin/dcb",
 ETS_HANDLE = "10:"
 # Ingress filters that trust the PCP: one per PCP, handle PCP + 1.
 TRUST_PREF = 10
-# The switch's PFC agent (tools/pfcd.c) behind its start/stop script.
+# The switch's DCB agent (tools/pfcd.c: PFC, and each port's ets qdisc
+# following the port's DCB state) behind its start/stop script.
 PFCD = "/sbin/dcblab-pfcd"
 # The link speed virtio_net times pauses at when the device reports none
 # (kernel-patches/0005): what drains a port without a rate.
@@ -97,18 +98,21 @@ def pfc_bands(dcb):
 
 
 def pfcd_args(host):
-    """pfcd's PORT:XOFF:XON operands for a switch, or [] when no port has
-    PFC on a priority (then it runs no agent)."""
-    ports = [p for p in host.nics if p.dcb]
-    if not any(p.dcb.pfc for p in ports):
-        return []
-    return [f"{p.name}:{pfc_thresholds(p)[0]}:{pfc_thresholds(p)[1]}"
-            for p in ports]
+    """pfcd's PORT:XOFF:XON:LIMIT operands for a switch (LIMIT: the bfifo
+    of a band holding a PFC priority, xoff + headroom), or [] when no
+    port has DCB (then it runs no agent). It runs without PFC too: it
+    makes each port's ets qdisc follow the port's DCB state."""
+    args = []
+    for p in host.nics:
+        if p.dcb:
+            xoff, xon, headroom = pfc_thresholds(p)
+            args.append(f"{p.name}:{xoff}:{xon}:{xoff + headroom}")
+    return args
 
 
 def pfcd_script(host, if_stopped=False):
-    """The sh line starting the switch's PFC agent, or [] without PFC;
-    if_stopped: only when it is not running (a restore)."""
+    """The sh line starting the switch's DCB agent, or [] without DCB
+    ports; if_stopped: only when it is not running (a restore)."""
     args = pfcd_args(host)
     if not args:
         return []
@@ -172,11 +176,49 @@ def port_qdiscs(port, between=None):
         # lets arrive fits, what a stormed band gets is dropped there.
         xoff, _, headroom = pfc_thresholds(port)
         major = ETS_HANDLE.rstrip(":")
+        # replace: pfcd may have made it first, from the port's DCB.
         for band in pfc_bands(port.dcb):
-            lines.append(f"qdisc add dev {port.name} parent "
-                         f"{major}:{band + 1} handle {band + 21}: bfifo "
-                         f"limit {xoff + headroom}")
+            lines.append(f"qdisc replace dev {port.name} parent "
+                         f"{major}:{band + 1} handle {fifo_handle(band)} "
+                         f"bfifo limit {xoff + headroom}")
     return lines
+
+
+def fifo_handle(band):
+    """The handle of the bfifo under a lossless band (0-based), as tc
+    spells it (hex): 21: under band 1 ... 28: under band 8; pfcd makes
+    the same when a band becomes lossless."""
+    return f"{0x21 + band:x}:"
+
+
+def enforced_script(host, timeout=10):
+    """sh waiting until each of a switch's DCB ports has the ets qdisc its
+    DCB in the topology asks for, and a bfifo under each band holding a
+    PFC priority (exit 1, naming the port, if not within timeout
+    seconds). pfcd programs them from the port's DCB state: while lldpad
+    starts, it writes its defaults (one strict TC) to the drivers before
+    the topology's configuration, and pfcd follows both (seen at every
+    fabric `up`: a 1-band ets for ~0.6 s)."""
+    checks = []
+    for p in host.nics:
+        if not p.dcb:
+            continue
+        checks.append(f"qdisc ets {ETS_HANDLE} dev {p.name} .* "
+                      f"{' '.join(ets_qdisc_args(p.dcb))} *$")
+        checks += [f"qdisc bfifo {fifo_handle(b)} dev {p.name} parent "
+                   f"{ETS_HANDLE.rstrip(':')}:{b + 1} limit "
+                   for b in pfc_bands(p.dcb)]
+    if not checks:
+        return ""
+    # Each pattern matches one line at most: all of them match when the
+    # count of matching lines is theirs. Two processes a round.
+    grep = " ".join(f"-e '{c}'" for c in checks)
+    ports = " ".join(p.name for p in host.nics if p.dcb)
+    return (f"end=$((SECONDS + {timeout})); until [ \"$({TC} qdisc show | "
+            f"grep -c {grep})\" = {len(checks)} ]; do "
+            f"if [ $SECONDS -ge $end ]; then echo "
+            f"'ets qdiscs of {ports} not as the topology says after "
+            f"{timeout} s' >&2; exit 1; fi; sleep 0.1; done\n")
 
 
 def switch_qos_script(host, dcb=True):

@@ -14,13 +14,17 @@ Where the numbers come from:
   /sys/class/net/DEV/queues/tx-N/traffic_class (the driver partitions the
   queues by the ETS prio_tc; no file, or no TCs set: TC 0);
 - switch port TX per TC: `tc -s class show`, the bands of the ETS qdisc
-  (band -> TC: port_bands()), with their drops and backlog;
+  (band -> TC: port_bands() of the DCB the port runs, which pfcd makes
+  the qdisc follow), with their drops and backlog;
+- switch port DCB: what the port runs (`dcb -j ets show`, `pfc show`)
+  beside what the topology file says;
 - switch port RX per PCP: the counters of its trust filters' skbedit
   actions (`tc -s filter show ... ingress`, one flower filter per PCP);
 - totals and the devices' own drops: /sys/class/net/DEV/statistics;
 - DCBX (topologies with dcbx = true): lldptool's ETS-CFG willing, and for
-  a host NIC facing a switch port whether `dcb ets show` equals the
-  port's DCB from the topology (adopted).
+  a host NIC facing a switch port whether `dcb ets show` equals the ETS
+  the port runs (what it advertises; the file's when the switch is not
+  read): adopted.
 """
 
 import concurrent.futures
@@ -30,9 +34,11 @@ import time
 
 from ..core.errors import DcblabError
 from .runs import LabError
+from ..topology.model import PortDcb
+from .dcbstate import dcb_batch_lines, file_dcb, parse_dcb_batch
 from .switch import ETS_HANDLE, port_bands
 
-__all__ = ["Top", "sample_script", "parse_sample", "STATS"]
+__all__ = ["Top", "sample_script", "parse_sample", "STATS", "running_dcb"]
 
 # Full paths: busybox sh runs its own applets (tc, ...) before PATH.
 _TC, _DCB, _ETHTOOL = "/sbin/tc", "/sbin/dcb", "/sbin/ethtool"
@@ -69,6 +75,12 @@ def sample_script(host, dcbx):
         if dcbx:
             slow.append(f"echo '@@ willing {dev}'; {_LLDPTOOL} -t -i {dev} "
                         "-V ETS-CFG -c willing")
+    dcb_ports = [n.name for n in host.nics if n.dcb] if host.is_switch \
+        else []
+    if dcb_ports:
+        # One dcb for all ports: its objects, comma-separated.
+        slow.append(f"echo '@@ dcb -'; {_DCB} -j -b - <<'EOF'\n"
+                    + dcb_batch_lines(dcb_ports) + "EOF")
     if host.is_switch:
         # One tc for all ports (each tc run costs ~0.15 s under TCG): per
         # port its classes (text: iproute2 6.1 has no JSON for them), then
@@ -132,7 +144,30 @@ def parse_sample(host, text):
             p["willing"] = m[1] == "yes" if m else None
     if host.is_switch:
         _parse_tc(host, sec.get(("tc", "-"), ""), ports)
+    if ("dcb", "-") in sec:
+        _parse_dcb(host, sec[("dcb", "-")], ports)
     return ports
+
+
+def _parse_dcb(host, text, ports):
+    """The `dcb -j -b` objects into each DCB port's "dcb": the
+    configuration it runs."""
+    devs = [n.name for n in host.nics if n.dcb]
+    for dev, dcb in parse_dcb_batch(text, devs).items():
+        ports[dev]["dcb"] = dcb
+
+
+def running_dcb(nic, sample):
+    """The DCB a switch port runs (its sample's), as a PortDcb, or the
+    topology's when it was not read. A TSA other than ets is served as
+    strict (tools/swets.h)."""
+    run = sample.get("dcb")
+    if not run:
+        return nic.dcb
+    return PortDcb(prio_tc=tuple(run["prio_tc"]),
+                   tsa=tuple(t if t == "ets" else "strict"
+                             for t in run["tc_tsa"]),
+                   bw=tuple(run["tc_bw"]), pfc=tuple(run["pfc"]), apps=())
 
 
 def _parse_tc(host, text, ports):
@@ -239,18 +274,23 @@ class Top:
                          seconds=round(dt, 3), error=error, ports=[])
             if not error:
                 entry["ports"] = [self._port(h, nic, s0["ports"][nic.name],
-                                             s1["ports"][nic.name], dt)
+                                             s1["ports"][nic.name], dt,
+                                             after)
                                   for nic in h.nics]
             machines.append(entry)
         return dict(lab=self.lab_name, time=round(time.time(), 3),
                     interval=interval, dcbx=self.topology.dcbx,
                     machines=machines)
 
-    def _port(self, host, nic, p0, p1, dt):
+    def _port(self, host, nic, p0, p1, dt, after):
         st0, st1 = p0["stats"], p1["stats"]
         out = dict(dev=nic.name, peer=nic.peer or None)
         if host.is_switch:
             out["tx"] = self._bands(nic, p0, p1, dt)
+            if nic.dcb:
+                run, file = p1.get("dcb"), file_dcb(nic.dcb)
+                out["dcb"] = dict(file=file, port=run,
+                                  same=None if run is None else run == file)
         else:
             out["tx"] = self._queues(p0, p1, dt)
         out["rx"] = _rate(st0["rx_bytes"], st0["rx_packets"],
@@ -265,8 +305,8 @@ class Top:
                     b["packets"], dt)))
         out["drops"] = dict(tx=_delta(st0["tx_dropped"], st1["tx_dropped"]),
                             rx=_delta(st0["rx_dropped"], st1["rx_dropped"]))
-        out["dcbx"] = self._dcbx(host, nic, p1) if self.topology.dcbx \
-            else None
+        out["dcbx"] = self._dcbx(host, nic, p1, after) \
+            if self.topology.dcbx else None
         return out
 
     @staticmethod
@@ -294,7 +334,7 @@ class Top:
                                        dt))]
         b0, b1 = p0.get("bands", {}), p1.get("bands", {})
         out = []
-        for band, tc in enumerate(port_bands(nic.dcb), 1):
+        for band, tc in enumerate(port_bands(running_dcb(nic, p1)), 1):
             cls = f"{ETS_HANDLE}{band}"
             c0, c1 = b0.get(cls, {}), b1.get(cls, {})
             out.append(dict(
@@ -306,17 +346,23 @@ class Top:
                 backlog_packets=c1.get("backlog_packets")))
         return sorted(out, key=lambda e: e["tc"])
 
-    def _dcbx(self, host, nic, p):
+    def _dcbx(self, host, nic, p, after):
         """willing (lldptool), and for a host NIC facing a switch port
-        with a DCB: whether its driver holds the port's ETS."""
-        adopted = None
+        with a DCB: whether its driver holds the ETS the port runs (the
+        file's if the switch was not read: "against")."""
+        adopted, against = None, None
         if not host.is_switch and nic.peer_is_switch:
             sw, port = nic.peer.split(":")
             want = self.topology.host(sw).nic(port).dcb
+            sample = after.get(sw, {}).get("ports", {}).get(port, {})
+            if want:
+                against = "port" if sample.get("dcb") else "file"
+                want = running_dcb(self.topology.host(sw).nic(port), sample)
             ets = p.get("ets")
             if want and ets:
                 adopted = (tuple(ets.get("prio_tc", ())),
                            tuple(ets.get("tc_tsa", ())),
                            tuple(ets.get("tc_bw", ()))) == \
                     (want.prio_tc, want.tsa, want.bw)
-        return dict(willing=p.get("willing"), adopted=adopted)
+        return dict(willing=p.get("willing"), adopted=adopted,
+                    against=against)

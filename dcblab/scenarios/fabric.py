@@ -30,6 +30,9 @@ from ..testing.dcb import wait_for
 from ..testing.traffic import NETPRIO, Sink, cgroup, map_priority, send
 from .dcbx import CHAIN_CGROUP, ROCE_PORT, chain_ifpriomap
 
+# pfcd's counters on a switch (tools/pfcd.c --state).
+PFCD_STATE = "/run/pfcd.json"
+
 __all__ = ["congested_port", "class_stats", "parse_class_stats", "strict_priority", "cgroup_apps",
            "queue_delay_s", "idle_rtt", "BULK_CGROUP", "wire_bytes", "Flow", "SharesResult",
            "offer", "expected_shares", "SIZE", "SINK_PORT"]
@@ -101,6 +104,9 @@ class SharesResult:
     wire_bps: float = 0.0
     sink_drops: int = 0          # frames h3's kernel dropped at priosink
     rtt: list = field(default_factory=list)       # probes, see _Probes
+    # With PFC: how much of each stretch of time each port of the switch
+    # kept its partner paused, see _PauseSampler.
+    pause: dict = field(default_factory=dict)
 
     @property
     def total_bps(self):
@@ -122,7 +128,8 @@ class SharesResult:
                 "flows": [vars(f) for f in self.flows],
                 "intervals": self.intervals, "qdisc": self.qdisc,
                 "sink_drops": self.sink_drops, "wire_bps": self.wire_bps,
-                **({"rtt": self.rtt} if self.rtt else {})}
+                **({"rtt": self.rtt} if self.rtt else {}),
+                **({"pause": self.pause} if self.pause else {})}
 
 
 # tc prints a backlog within 16 bytes of a multiple of 1024 in Kb (and of
@@ -176,6 +183,52 @@ class _WireSampler(threading.Thread):
         self.join()
         (t1, b1), (t2, b2) = self.samples
         return (b2 - b1) * 8 / (t2 - t1)
+
+
+class _PauseSampler(threading.Thread):
+    """Every `every` seconds, the switch's pfcd state (/run/pfcd.json,
+    read through the agent: no process): how long each port has kept its
+    partner paused for the PFC priorities, by the switch's clock. as_json
+    gives, per port, [t_s, fraction of the time paused] per stretch
+    between two reads, t_s the stretch's middle on priosink's time axis
+    (host time since axis_t0)."""
+
+    def __init__(self, guest, ports, prios, axis_t0, every=0.5):
+        """ports: {switch port: the machine at its other end}."""
+        super().__init__(daemon=True)
+        self.guest, self.ports, self.prios = guest, ports, prios
+        self.axis_t0, self.every = axis_t0, every
+        self.samples = []           # (host t, guest t, {port: paused_ms})
+        self.done = threading.Event()
+
+    def _read(self):
+        t = time.monotonic()
+        try:
+            state = json.loads(self.guest.read(PFCD_STATE))
+        except Exception:   # a read lost under load is a gap, not an error
+            return
+        paused = {p["name"]: sum(p["paused_ms"][q] for q in self.prios)
+                  for p in state["ports"] if p["name"] in self.ports}
+        self.samples.append((t, state["time"], paused))
+
+    def run(self):
+        self._read()
+        while not self.done.wait(self.every):
+            self._read()
+        self._read()
+
+    def as_json(self):
+        series = {p: [] for p in self.ports}
+        for (h0, g0, a), (h1, g1, b) in zip(self.samples, self.samples[1:]):
+            if g1 <= g0:
+                continue
+            for p in self.ports:
+                if p in a and p in b:
+                    frac = (b[p] - a[p]) / 1e3 / (g1 - g0)
+                    series[p].append([round((h0 + h1) / 2 - self.axis_t0, 3),
+                                      round(min(max(frac, 0.0), 1.0), 4)])
+        return {"prios": list(self.prios), "ports": series,
+                "partners": dict(self.ports)}
 
 
 class _Probes(threading.Thread):
@@ -316,12 +369,33 @@ def _offer(lab, flows, dst, rxg, sw, port, pcps, seconds, warmup, size,
                for name, host, pcp, idle in probes]
     for p, _ in probers:
         p.start()
+    prios = sorted({q for n in sw.nics if n.dcb for q in n.dcb.pfc})
+    pauses = _PauseSampler(lab.guest(sw.name), {
+        n.name: n.peer.split(":")[0] for n in sw.nics if n.dcb and n.dcb.pfc},
+        prios, sink_t0) if prios else None
+    if pauses:
+        pauses.start()
+    try:
+        _wait_senders(lab, procs, longest)
+        got = sink.result()
+    finally:
+        if pauses:
+            pauses.done.set()
+            pauses.join()
+    return _offer_result(lab, got, flows, sw, port, pcps, seconds, warmup,
+                         size, probers, sampler, pauses)
+
+
+def _wait_senders(lab, procs, longest):
     for f, p in procs:
         res = lab.guest(f.host).wait(p, timeout=longest + 60)
         out = json.loads(res.stdout)
         f.sent, f.retries = out["sent"], out.get("retries", 0)
         f.elapsed = out["elapsed_s"]
-    got = sink.result()
+
+
+def _offer_result(lab, got, flows, sw, port, pcps, seconds, warmup, size,
+                  probers, sampler, pauses):
     for f in flows:
         entry = next((x for x in got["flows"] if x["flow"] == f.flow), None)
         if entry:
@@ -343,6 +417,8 @@ def _offer(lab, flows, dst, rxg, sw, port, pcps, seconds, warmup, size,
     result.rtt = [p.as_json(idle) for p, idle in probers]
     result.wire_bps = sampler.bps()
     result.qdisc = class_stats(lab.guest(sw.name), port.name)
+    if pauses:
+        result.pause = pauses.as_json()
     return result
 
 

@@ -28,14 +28,13 @@ from ..lab.switch import ETS_HANDLE, pfc_thresholds, port_bands
 from ..lab.wire import Wire
 from ..testing.dcb import wait_for
 from ..testing.traffic import Sink, send
-from .fabric import class_stats, congested_port, offer
+from .fabric import PFCD_STATE, class_stats, congested_port, offer
 
 __all__ = ["LosslessResult", "lossless", "pfc_counters", "pfcd_state",
            "set_switch_pfc", "switch_pfc", "band_of", "tap_drops",
            "sender_drops", "PFCD_STATE", "HolResult", "head_of_line",
            "StormResult", "pause_storm"]
 
-PFCD_STATE = "/run/pfcd.json"
 
 
 def pfc_counters(guest, dev):

@@ -26,7 +26,6 @@ __all__ = ["REQUIRED", "load_result", "check_result", "interval_mbps",
 REQUIRED = ("rate_bps", "expected", "intervals")
 _PCPS = 8
 _SIZE_IN = (11, 6)
-_SIZE_RTT_IN = (11, 8)
 _DPI = 100
 
 
@@ -106,6 +105,25 @@ def check_result(result, source="result"):
         raise _bad(source, '"steady" is not [from_s, to_s]')
     if "rtt" in result:
         _check_rtt(result["rtt"], source)
+    if "pause" in result:
+        _check_pause(result["pause"], source)
+
+
+def _check_pause(pause, source):
+    if not isinstance(pause, dict) or not isinstance(pause.get("ports"),
+                                                      dict):
+        raise _bad(source, '"pause" is not {"prios": [...], "ports": '
+                           '{port: [[t_s, fraction], ...]}}')
+    prios = pause.get("prios")
+    if not isinstance(prios, list) or not all(
+            isinstance(p, int) and 0 <= p < _PCPS for p in prios):
+        raise _bad(source, '"pause": "prios" is not a list of 0-7')
+    for port, series in pause["ports"].items():
+        if not isinstance(series, list) or not all(
+                isinstance(s, list) and len(s) == 2 and _number(s[0]) and
+                _number(s[1]) and 0 <= s[1] <= 1 for s in series):
+            raise _bad(source, f'"pause": "{port}" is not a list of '
+                               "[t_s, fraction 0-1]")
 
 
 def _check_rtt(rtt, source):
@@ -280,11 +298,35 @@ def _rtt(ax, result, mpl):
         _legend(ax)
 
 
+def _pause(ax, result, mpl):
+    pause = result["pause"]
+    steady = result.get("steady")
+    if steady:
+        ax.axvspan(*steady, color="0.9", zorder=0)
+    prios = ",".join(map(str, pause["prios"]))
+    partners = pause.get("partners") or {}
+    # Senders under one congestion are paused alike: their lines lie on
+    # each other, told apart by their dashes.
+    for i, (port, series) in enumerate(sorted(pause["ports"].items())):
+        to = f" -> {partners[port]}" if port in partners else ""
+        ax.step([t for t, _ in series], [f * 100 for _, f in series],
+                where="mid", color=f"C{i + 4}", lw=2.4 - 0.6 * (i % 3),
+                ls=("-", "--", ":")[i % 3], gid=f"pause-{port}",
+                label=f"{port}{to} paused")
+    ax.set_ylim(0, 105)
+    ax.set_ylabel("time paused (%)")
+    ax.set_title(f"PFC: share of time the switch kept each sender paused "
+                 f"for priority {prios}", fontsize="medium")
+    ax.grid(True, color="0.85", lw=0.5)
+    if pause["ports"]:
+        _legend(ax)
+
+
 def plot_result(result, out_path):
     """Draw RESULT (a dict as SharesResult.as_json() gives it, maybe with
     an "rtt" section) and write it to OUT_PATH as PNG; returns the
-    matplotlib Figure (its first axes the throughput, the second, if
-    any, the RTT)."""
+    matplotlib Figure (its axes: the throughput, then, if the result has
+    them, the RTT and the time the switch kept each sender paused)."""
     check_result(result)
     out = Path(out_path)
     if out.suffix.lower() != ".png":
@@ -292,19 +334,18 @@ def plot_result(result, out_path):
     if not out.parent.is_dir():
         raise UsageError(f"{out}: directory {out.parent} does not exist")
     mpl = _matplotlib()
-    with_rtt = "rtt" in result
-    fig = mpl.Figure(figsize=_SIZE_RTT_IN if with_rtt else _SIZE_IN, dpi=_DPI)
+    panels = [(_throughput, 3)] + \
+        ([(_rtt, 2)] if "rtt" in result else []) + \
+        ([(_pause, 1.5)] if "pause" in result else [])
+    w, h = _SIZE_IN
+    fig = mpl.Figure(figsize=(w, h + 2 * (len(panels) - 1)), dpi=_DPI)
     mpl.FigureCanvasAgg(fig)
-    if with_rtt:
-        top, bottom = fig.subplots(2, 1, sharex=True,
-                                   gridspec_kw={"height_ratios": [3, 2]})
-        _throughput(top, result, mpl)
-        _rtt(bottom, result, mpl)
-        bottom.set_xlabel("time (s)")
-    else:
-        top = fig.subplots()
-        _throughput(top, result, mpl)
-        top.set_xlabel("time (s)")
+    axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False,
+                        gridspec_kw={"height_ratios": [r for _, r in
+                                                       panels]})[:, 0]
+    for ax, (draw, _) in zip(axes, panels):
+        draw(ax, result, mpl)
+    axes[-1].set_xlabel("time (s)")
     fig.tight_layout()
     try:
         fig.savefig(out, format="png", dpi=_DPI)
