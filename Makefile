@@ -138,7 +138,8 @@ check-series: deps
 	$(PY) -m dcblab.build check-series $(FORCE_ARG)
 
 # pytest's exit 5 (nothing collected) is a failure, not a pass.
-PYTEST = $(PY) -m pytest $(if $(BACKEND),--backend $(BACKEND)) $(1); rc=$$?; \
+# --durations: the slowest tests, what CI's time budget is spent on.
+PYTEST = $(PY) -m pytest --durations=15 $(if $(BACKEND),--backend $(BACKEND)) $(1); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make $@: pytest collected no tests: failing" >&2; exit 1; fi; \
 	exit $$rc
 

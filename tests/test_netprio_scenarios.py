@@ -89,20 +89,32 @@ def test_device_created_after_map_was_written_starts_at_0(lab):
 def test_two_cgroups_sending_at_once_keep_their_pcp_and_tc(lab):
     """The scenario of `dcblab demo` (dcblab.scenarios): every frame of each
     cgroup leaves by its TC's queue, is traced as mapped, and arrives with
-    its PCP, by priosink and by flower alike."""
+    its PCP, by priosink and by flower alike. The guests' kernels lose
+    none: a frame may only be lost where the host emulates the wire (the
+    receiver's tap queue, when its QEMU was descheduled for longer than
+    the queue lasts: seen once in CI, 554 of 10^5 at ~6 000 frames/s), and
+    then the tap's own counters hold every one of them."""
     # 10^5 frames on the lab kernel; the debug kernel runs the same paths
     # 10^4 times (10^5 took ~110 s of the debug pass there, and starved
     # guests dropped frames on a loaded host).
     per_flow = 5_000 if flavour().name == "debug" else 50_000
     prios = {1: 2, 2: 5}
     res = two_cgroups_at_once(lab, prios, per_flow, vlan=VID)
+    print("\n".join(res.explain_loss()) or "no frame lost")
+    sender, link, receiver = res.stages
+    ns = f"{lab.wire.netns}:"
+    host = [d for d in link.drops if d.counter.startswith(ns)]
+    assert sender.missing == 0 and receiver.missing == 0, res.loss_reason()
+    assert link.missing == sum(d.frames for d in host), res.loss_reason()
+    # (a sender's ENOBUFS, which priosend retries, is no loss)
+    assert not [d for d in link.drops if d.frames and d not in host], \
+        res.loss_reason()
     for f in res.flows:
         # Other TCs may carry the guests' own ARP/ND: only the flows' count.
         assert res.tc_tx[f.prio] == per_flow
-        assert res.flower_rx[f.prio] == per_flow
-        assert (f.sent, f.received, f.lost, f.duplicates) == \
-            (per_flow, per_flow, 0, 0)
-        assert f.pcp_rx == {prios[f.flow]: per_flow}   # 0 misclassified
+        assert (f.sent, f.duplicates) == (per_flow, 0)
+        assert res.flower_rx[f.prio] == f.received
+        assert f.pcp_rx == {prios[f.flow]: f.received}  # 0 misclassified
         assert f.misclassified == 0
         assert f.traced == per_flow                    # tracepoint agrees
 
