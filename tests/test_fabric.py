@@ -20,6 +20,7 @@ from dcblab.lab.top import Top
 from dcblab.scenarios.fabric import (cgroup_apps, congested_port,
                                      expected_shares, offer, queue_delay_s,
                                      strict_priority)
+from dcblab.scenarios.pfc import set_switch_pfc
 from dcblab.scenarios.plot import plot_result
 from dcblab.testing.dcb import apps_of, ets_of, peer_tlv, pfc_of, wait_for
 from dcblab.testing.traffic import Sink, flow_of, pcp_counts, send
@@ -145,8 +146,28 @@ def test_strict_class_loses_nothing_and_waits_for_no_queue(fabric, port,
     (each hop waits for its guest's vCPU thread), not queueing. What this
     test asserts is what the scheduler is responsible for: the strict
     probe is more than 50x faster than the best-effort one, which waits
-    the queue delay (~5.8 s here). Both are printed."""
-    r = strict_priority(fabric)
+    the queue delay (~5.8 s here). Both are printed.
+
+    PFC is off on sw's ports (and so, by DCBX, on the hosts) for this
+    run: with PFC on, patch 0005 caps every TX queue of the device at 16
+    descriptors in flight, the lossy classes' too, which held h2's PCP 0
+    sender at 265 of its 605 frames/s (seen in CI): its band then never
+    filled and the probe waited 1.3 s, not 5.8. Capping only the queues
+    of PFC classes is the patch's next step."""
+    sw = fabric.topology.host(port.host)
+    set_switch_pfc(fabric, sw, ())
+    try:
+        for h in ("h1", "h2"):
+            wait_for(f"{h} to take PFC off by DCBX",
+                     lambda: pfc_of(fabric.guest(h)),
+                     lambda got: got == [])
+        r = strict_priority(fabric)
+    finally:
+        set_switch_pfc(fabric, sw, port.dcb.pfc)
+        for h in ("h1", "h2"):
+            wait_for(f"{h} to take PFC back by DCBX",
+                     lambda: pfc_of(fabric.guest(h)),
+                     lambda got: got == list(port.dcb.pfc))
     _keep(r, tmp_path, artefact, "strict")
     strict = next(f for f in r.flows if f.pcp == 5)
     assert (strict.sent, strict.received, strict.wrong_pcp) == \

@@ -372,7 +372,8 @@ def add_parsers(sub):
         p.add_argument("host")
         p.set_defaults(func=func)
     p = named(sub.add_parser("reset", help="put guests back to the "
-                                           "topology's baseline"))
+                                           "topology's baseline (a "
+                                           "switch's DCB too)"))
     p.add_argument("hosts", nargs="+", metavar="HOST")
     p.set_defaults(func=cmd_reset)
     p = named(sub.add_parser("cp", help="copy a file to or from a guest: "
