@@ -90,10 +90,11 @@ def test_two_cgroups_sending_at_once_keep_their_pcp_and_tc(lab):
     """The scenario of `dcblab demo` (dcblab.scenarios): every frame of each
     cgroup leaves by its TC's queue, is traced as mapped, and arrives with
     its PCP, by priosink and by flower alike. The guests' kernels lose
-    none: a frame may only be lost where the host emulates the wire (the
-    receiver's tap queue, when its QEMU was descheduled for longer than
-    the queue lasts: seen once in CI, 554 of 10^5 at ~6 000 frames/s), and
-    then the tap's own counters hold every one of them."""
+    none: a frame may only be lost where the host emulates the wire, and
+    then the netns taps' own counters hold every one of them. (Seen once
+    in CI: 554 of 10^5 missing at ~6 000 frames/s with no counter in
+    either guest moving, most likely the receiver's tap queue while its
+    QEMU was descheduled; that run's report did not read the taps.)"""
     # 10^5 frames on the lab kernel; the debug kernel runs the same paths
     # 10^4 times (10^5 took ~110 s of the debug pass there, and starved
     # guests dropped frames on a loaded host).
