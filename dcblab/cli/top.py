@@ -11,6 +11,7 @@ import time
 
 from ..core.errors import UsageError
 from ..lab import Lab
+from ..lab.dcbstate import share_words
 from ..lab.top import Top
 from .common import lab_name, named, sigterm_as_exit
 
@@ -43,9 +44,7 @@ def _dcbx_words(dcbx):
 
 def _shares(dcb):
     """{tc: "20" or "str"} of the TCs a DCB uses."""
-    tcs = max(dcb["prio_tc"]) + 1
-    return {tc: str(dcb["tc_bw"][tc]) if dcb["tc_tsa"][tc] == "ets"
-            else "str" for tc in range(tcs)}
+    return dict(enumerate(share_words(dcb)))
 
 
 def _dcb_words(d):
@@ -58,8 +57,7 @@ def _dcb_words(d):
     if d["same"]:
         return f"pfc {pfc}, as the file"
     f = d["file"]
-    shares = " ".join(_shares(f)[tc] for tc in sorted(_shares(f)))
-    return (f"pfc {pfc}; file: {shares}, pfc "
+    return (f"pfc {pfc}; file: {' '.join(share_words(f))}, pfc "
             f"{','.join(map(str, f['pfc'])) or 'none'}")
 
 

@@ -24,7 +24,7 @@ from .dcbx import (app_readvertise_script, dcbx_script, pfc_applied_script,
 from .switch import dcb_batch, enforced_script, run_script
 
 __all__ = ["read_dcb", "dcb_batch_lines", "parse_dcb_batch", "file_dcb",
-           "describe_dcb", "reset_switch_dcb", "reset_host_dcb"]
+           "share_words", "describe_dcb", "reset_switch_dcb", "reset_host_dcb"]
 
 # Full path: busybox sh runs its own applets before PATH.
 DCB = "/sbin/dcb"
@@ -79,12 +79,17 @@ def file_dcb(dcb):
                 tc_bw=list(dcb.bw), pfc=list(dcb.pfc))
 
 
+def share_words(d):
+    """Per TC in use (0 to the highest a priority maps to), its share in
+    percent, or "str" for a strict one (any TSA but ets)."""
+    return [str(d["tc_bw"][tc]) if d["tc_tsa"][tc] == "ets" else "str"
+            for tc in range(max(d["prio_tc"]) + 1)]
+
+
 def describe_dcb(d):
     """"tc-bw 20 30 50 str, prio-tc 0 0 1 2 0 3 0 0, pfc 3": the TCs in
     use (str: strict)."""
-    tcs = max(d["prio_tc"]) + 1
-    bw = " ".join(str(d["tc_bw"][tc]) if d["tc_tsa"][tc] == "ets"
-                  else "str" for tc in range(tcs))
+    bw = " ".join(share_words(d))
     return (f"tc-bw {bw}, prio-tc {' '.join(map(str, d['prio_tc']))}, "
             f"pfc {','.join(map(str, d['pfc'])) or 'none'}")
 
