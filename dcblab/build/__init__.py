@@ -25,14 +25,14 @@ from .common import BuildError, ConfigMismatch
 from .kernel import (build_kernel, build_log, configure, extract,
                      fragment_files)
 from .main import main
-from .series import (apply_patches, check_applies, check_series,
-                     failed_hunks, read_series)
+from .series import (apply_patches, check_applies, check_each_applies,
+                     check_series, failed_hunks, read_series)
 from .stamps import forget_check_stamps
 
 __all__ = ["main", "BuildError", "ConfigMismatch", "iproute2", "variants",
            "extract", "configure", "build_kernel", "fragment_files",
            "build_log",
            "read_series", "apply_patches", "failed_hunks", "check_series",
-           "check_applies",
+           "check_applies", "check_each_applies",
            "parse_fragment", "merge_fragments", "check_config",
            "dropped_options", "checkpatch", "forget_check_stamps"]

@@ -64,17 +64,20 @@ class Guest:
     def run(self, argv, *, check=True, **kw):
         """argv in the guest; raises CmdError on rc != 0 unless check=False."""
         t0 = time.monotonic()
+        # A command's standard input (an `ip -batch -`'s lines) is part
+        # of what it was asked to do.
+        stdin = kw.get("input")
         try:
             res = self.agent.run(argv, check=check, **kw)
         except CmdError as e:
             self._note(argv, f"-> rc {e.rc} ({_ms(t0)} ms)", e.rc,
-                       e.stdout, e.stderr)
+                       e.stdout, e.stderr, stdin)
             raise
         except Exception as e:
-            self._note(argv, f"-> {e!r:.300}")
+            self._note(argv, f"-> {e!r:.300}", stdin=stdin)
             raise
         self._note(argv, f"-> rc {res.rc} ({_ms(t0)} ms)", res.rc,
-                   res.stdout, res.stderr)
+                   res.stdout, res.stderr, stdin)
         return res
 
     def spawn(self, argv, **kw):
@@ -112,8 +115,16 @@ class Guest:
                                     f"write {path} <- {data!r:.200}"))
         self.agent.write_file(path, data)
 
-    def _note(self, argv, outcome, rc=None, stdout="", stderr=""):
-        self.history.append(Command(self.name, _quote(argv), outcome, rc,
+    def _note(self, argv, outcome, rc=None, stdout="", stderr="",
+              stdin=None):
+        """One history entry; a standard input is shown as a
+        here-document."""
+        line = _quote(argv)
+        if stdin is not None:
+            text = stdin if isinstance(stdin, str) else \
+                stdin.decode(errors="replace")
+            line += f" <<'EOF'\n{clip(text).rstrip()}\nEOF"
+        self.history.append(Command(self.name, line, outcome, rc,
                                     clip(stdout or ""), clip(stderr or "")))
 
 

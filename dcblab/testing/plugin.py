@@ -4,6 +4,8 @@ Fixtures
   lab     session-scoped lab from topology/two-hosts.toml (a LabHandle:
           hosts as attributes, lab.h1.run([...])); the baseline is
           restored after every test that used it
+  fabric  session-scoped lab from topology/dcb-fabric.toml (three hosts,
+          a switch); the tests that use it run after all the others
   guest   the lab's h1, for single-guest tests
   undo    per-test LIFO stack of cleanups, run after the test on every path
 
@@ -169,10 +171,11 @@ def lab():
                        "lab")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def fabric():
-    """topology/dcb-fabric.toml (three hosts, a switch), up for the tests
-    of one module: its four guests are not kept running for the rest."""
+    """topology/dcb-fabric.toml (three hosts, a switch), up once for all
+    the tests that use it, which run last (pytest_collection_modifyitems):
+    its four guests are not kept running under the other tests."""
     yield from _lab_up(paths.ROOT / "topology" / "dcb-fabric.toml",
                        f"fab-{os.getpid()}", "fabric", prefix="fabric:")
 
@@ -252,10 +255,12 @@ def _fixturenames(item):
     """The fixtures an item uses. A teaching lab's block (a sybil item,
     not a pytest Function) has no ``fixturenames``: its closure, which
     holds ``lab`` through ``course``, so splats, failure reports and the
-    kmemleak scan work on its blocks as on tests."""
+    kmemleak scan work on its blocks as on tests. An item of neither kind
+    (pytest's own doctests, say) uses none."""
     names = getattr(item, "fixturenames", None)
     if names is None:
-        names = item._fixtureinfo.names_closure
+        info = getattr(item, "_fixtureinfo", None)
+        names = info.names_closure if info else ()
     return names
 
 
@@ -263,6 +268,13 @@ def _keep_lab():
     config = _session["config"]
     return bool(config and config.getoption("keep_lab_on_failure")
                 and _session["failed"])
+
+
+def pytest_collection_modifyitems(items):
+    """The tests that use the fabric run after all the others, in their
+    order: its lab boots once for all of them (~23 s under TCG here; it
+    booted once per test file before, three times a suite)."""
+    items.sort(key=lambda item: "fabric" in _fixturenames(item))
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -1,0 +1,21 @@
+"""The order the plugin runs tests in: those that use the fabric lab come
+after all the others, in their own order, so that its lab boots once for
+all of them and its four guests do not idle under the rest."""
+
+from dcblab.core.paths import ROOT
+
+
+def test_fabric_tests_run_after_the_others_in_their_order(pytester,
+                                                          monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    pytester.makepyfile(
+        test_a="def test_a1(fabric): pass\n\n\ndef test_a2(): pass\n",
+        test_b="def test_b1(lab): pass\n\n\ndef test_b2(fabric): pass\n\n\n"
+               "def test_b3(): pass\n")
+    r = pytester.runpytest_subprocess("-p", "dcblab.testing.plugin", "-p",
+                                      "no:cacheprovider", "--collect-only",
+                                      "-q")
+    assert r.ret == 0, r.stdout.str()
+    assert [line for line in r.outlines if "::" in line] == [
+        "test_a.py::test_a2", "test_b.py::test_b1", "test_b.py::test_b3",
+        "test_a.py::test_a1", "test_b.py::test_b2"]
