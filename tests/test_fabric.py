@@ -308,9 +308,14 @@ def test_pfc_and_prio_tc_changed_on_a_port_move_its_bands_and_bfifos(
         fabric):
     """PFC turned on for priority 2 on swp3 (lldptool): the band of its
     TC gets a bfifo of the port's lossless limit, and loses it when PFC
-    is off again. Priority 2 moved to TC 0 on swp1 with `dcb` (the driver
-    alone, as a hand change): swp1's priomap follows, and TC 1, now
-    unused, has no band."""
+    is off again. Priority 2 moved to TC 0 on swp1 (lldptool ETS-CFG):
+    swp1's priomap follows, and TC 1, now unused, keeps its band, empty.
+    `dcblab reset sw h3` says what it found changed and puts it back.
+
+    The move goes through lldpad, not `dcb` on the driver: lldpad writes
+    its own ETS to the driver with every LLDPDU (30 s apart), and once,
+    in a profile run, that undid a `dcb` change before the reset read it.
+    pfcd follows the driver whoever writes it."""
     sw = fabric.topology.host("sw")
     swp3, swp1 = sw.nic("swp3"), sw.nic("swp1")
     band = port_bands(swp3.dcb).index(swp3.dcb.prio_tc[2])
@@ -326,8 +331,8 @@ def test_pfc_and_prio_tc_changed_on_a_port_move_its_bands_and_bfifos(
                  lambda q: fifo not in q, timeout=5)
         moved = dataclasses.replace(swp1.dcb, prio_tc=(0, 0, 0, 2, 0, 3, 0,
                                                        0))
-        fabric.sw.run(["dcb", "ets", "set", "dev", "swp1", "prio-tc",
-                       *(f"{p}:{tc}" for p, tc in enumerate(moved.prio_tc))])
+        _lldptool(fabric, "swp1", "ETS-CFG",
+                  *ets_tlv_args(moved.prio_tc, moved.tsa, moved.bw))
         want = " ".join(ets_qdisc_args(moved))
         line, _ = wait_for("swp1's priomap to follow", lambda: _ets_line(
             fabric, "swp1"), lambda ln: ln.rstrip().endswith(want),
