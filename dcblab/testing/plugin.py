@@ -272,7 +272,7 @@ def _keep_lab():
 
 def pytest_collection_modifyitems(items):
     """The tests that use the fabric run after all the others, in their
-    order: its lab boots once for all of them (~23 s under TCG here; it
+    order: its lab boots once for all of them (17-25 s under TCG here; it
     booted once per test file before, three times a suite)."""
     items.sort(key=lambda item: "fabric" in _fixturenames(item))
 
