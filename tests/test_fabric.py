@@ -149,8 +149,9 @@ def test_strict_class_loses_nothing_and_waits_for_no_queue(fabric, port,
     printed.
 
     The best-effort band fills only if h2 sends PCP 0 faster than its
-    share. On a loaded host (CI, the debug kernel building beside it)
-    h2's one vCPU reached 265-340 of its 605 frames/s per class, the band
+    share. On a loaded host (CI when it built the debug kernel beside
+    the suite, before .ci/run built it alone) h2's one vCPU reached
+    265-340 of its 605 frames/s per class, the band
     did not fill within the run, every best-effort probe was answered,
     after 0.7-1.3 s, and the strict one was 30-33x faster (350x on an
     idle host). So the probe's wait is held against the full band's
