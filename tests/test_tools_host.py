@@ -216,6 +216,7 @@ USAGE_ERRORS = {
         "dev-with-slash": ["--dev", "a/b"],
         "unknown-option": ["--bogus"],
         "empty-cgroup-root": ["--cgroup-root="],
+        "empty-nft": ["--nft="],
         "operand": ["extra"],
     },
 }

@@ -9,15 +9,22 @@
  * whose net_prio.ifpriomap gives the entry's priority on the port and on
  * the VLAN devices on it (the PCP is chosen at the VLAN device, so a line
  * for the lower device alone would not do).  A task put in the cgroup sends
- * at that priority.  What it does with each change, and with a removed
- * entry's cgroup that still has tasks, is in usage() below; the parser and
- * the engine are in dcbapp.c (see dcbapp.h).
+ * at that priority.  A DSCP entry also gets rules in the nftables table
+ * inet dcbapp, since traffic no task sends never meets a cgroup: soft-RoCE
+ * (rdma_rxe) sends RoCEv2 from kernel sockets, but with the DSCP the
+ * entry names, so a DSCP -> priority rule in the output path reaches it.
+ * The table is written whole by `nft -f -` (--nft PATH), only when the
+ * rules change.  What it does with each change, and with a removed entry's
+ * cgroup that still has tasks, is in usage() below; the parser and the
+ * engine are in dcbapp.c (see dcbapp.h).
  *
  *   dcbapp-netprio [-j] [--dev DEV]... [--cgroup-root DIR] [--sysfs DIR]
- *                  [--log FILE] [--once] [--dry-run] [--cleanup] [-v]
+ *                  [--nft PATH] [--log FILE] [--once] [--dry-run]
+ *                  [--cleanup] [-v]
  *
  * Exit 0 on SIGTERM/SIGINT or after --once, 1 when the system said no
- * (socket, cgroup root; with --once also a failed write), 2 usage errors.
+ * (socket, cgroup root; with --once also a failed write or nft), 2 usage
+ * errors.
  */
 #define _GNU_SOURCE	/* ppoll */
 #include "dcbapp.h"
@@ -41,7 +48,7 @@
 #define ONCE_WAIT	2.0	/* --once: seconds to wait for the replies */
 
 struct opts {
-	const char *cgroot, *sysfs, *log;
+	const char *cgroot, *sysfs, *log, *nft;
 	int ndevs;
 	const char *devs[MAX_DEVS];
 	bool once, dry_run, cleanup, verbose;
@@ -51,7 +58,8 @@ static void usage(void)
 {
 	printf(
 "usage: dcbapp-netprio [-j] [--dev DEV]... [--cgroup-root DIR] [--sysfs DIR]\n"
-"                      [--log FILE] [--once] [--dry-run] [--cleanup] [-v]\n"
+"                      [--nft PATH] [--log FILE] [--once] [--dry-run]\n"
+"                      [--cleanup] [-v]\n"
 "Keep one net_prio cgroup per DCB APP entry (IEEE 802.1Qaz, as lldpad\n"
 "installs it): cgroup cgdcbx-SELECTOR-PROTOCOL (decimal, cgdcbxd's name),\n"
 "whose net_prio.ifpriomap gives the entry's priority on the port and on\n"
@@ -70,22 +78,35 @@ static void usage(void)
 "    size) changes nothing; an entry with a bad selector, priority or DSCP\n"
 "    is skipped and its (selector, protocol) left as it was (dcbapp.h);\n"
 "  - cgdcbx-* cgroups found at start are taken over, stale lines zeroed.\n"
+"A DSCP entry (selector 5) gets its cgroup, and also nftables rules, since\n"
+"traffic that no task sends meets no cgroup (soft-RoCE sends RoCEv2 from\n"
+"kernel sockets): in table inet dcbapp, chain output, a packet leaving by\n"
+"the port or one of its VLAN devices with that DSCP, and without a priority\n"
+"of its own, gets the entry's priority (the highest, as above).  The table\n"
+"is rewritten whole by one `nft -f -` (flushed, then defined) when the rules\n"
+"change, and deleted when none is left; nft is not run while there is no\n"
+"DSCP entry.  A failed nft is logged and retried at the next event or second.\n"
 "Every change is one log line, e.g.\n"
 "  dcbapp-netprio: eth0: app sel 3 proto 4791 prio 5: cgroup cgdcbx-3-4791\n"
 "  ifpriomap eth0 5, eth0.100 5\n"
+"  dcbapp-netprio: eth0: app sel 5 proto 26 prio 3: nft dscp 26 priority 3\n"
+"  on eth0, eth0.100\n"
 "  -d, --dev DEV          only this port (repeatable); default: all\n"
 "  -c, --cgroup-root DIR  net_prio (v1) mount; default /sys/fs/cgroup/net_prio\n"
 "  -s, --sysfs DIR        where class/net is; default /sys\n"
+"      --nft PATH         the nft program for the DSCP rules; default\n"
+"                         /usr/sbin/nft\n"
 "  -l, --log FILE         append the log to FILE, not stderr\n"
 "  -1, --once             read the tables, apply, print the state, exit\n"
 "  -n, --dry-run          log what would be written, write nothing\n"
-"  -C, --cleanup          at exit remove the cgdcbx-* cgroups without tasks\n"
-"                         (default: SIGTERM/SIGINT leave cgroups as they are)\n"
+"  -C, --cleanup          at exit remove the cgdcbx-* cgroups without tasks,\n"
+"                         then table inet dcbapp (default: SIGTERM/SIGINT\n"
+"                         leave cgroups and table as they are)\n"
 "  -v, --verbose          debug lines too (ports without DCB, ...)\n"
 "  -j, --json             log lines and --once output as JSON objects\n"
 "  -h, --help             this text\n"
 "Exit status: 0 on SIGTERM/SIGINT or after --once, 1 on a system error\n"
-"(netlink socket, cgroup root; with --once also any failed write),\n"
+"(netlink socket, cgroup root; with --once also any failed write or nft),\n"
 "2 usage error.\n");
 }
 
@@ -109,6 +130,12 @@ static int set_option(void *ctx, int c, const char *arg)
 					   c == 'c' ? "cgroup-root" : "sysfs");
 		*(c == 'c' ? &o->cgroot : &o->sysfs) = arg;
 		return 0;
+	case 'N':
+		if (!arg[0])
+			return usage_error("--nft needs the path of the nft "
+					   "program, e.g. /usr/sbin/nft");
+		o->nft = arg;
+		return 0;
 	case 'l': o->log = arg; return 0;
 	case '1': o->once = true; return 0;
 	case 'n': o->dry_run = true; return 0;
@@ -120,6 +147,7 @@ static int set_option(void *ctx, int c, const char *arg)
 
 static struct opts opts = {
 	.cgroot = "/sys/fs/cgroup/net_prio", .sysfs = "/sys",
+	.nft = "/usr/sbin/nft",
 };
 static FILE *logfp;
 static bool json;
@@ -143,6 +171,12 @@ static void report_malformed(void *ctx, const char *line)
 }
 
 static const struct dcbapp_report reporter = { report_malformed, NULL };
+
+static int run_nft(void *ctx, const char *script, char *why, size_t whysz)
+{
+	(void)ctx;
+	return dcbapp_nft_exec(opts.nft, script, why, whysz);
+}
 
 static bool selected(const char *dev)
 {
@@ -407,6 +441,7 @@ int main(int argc, char **argv)
 	static const struct option lo[] = {
 		OPTION_ARG("dev", 'd'), OPTION_ARG("cgroup-root", 'c'),
 		OPTION_ARG("sysfs", 's'), OPTION_ARG("log", 'l'),
+		OPTION_ARG("nft", 'N'),	/* long only: -n is --dry-run */
 		{ "once", no_argument, NULL, '1' },
 		{ "dry-run", no_argument, NULL, 'n' },
 		{ "cleanup", no_argument, NULL, 'C' },
@@ -443,6 +478,7 @@ int main(int argc, char **argv)
 	cfg.sysfs = opts.sysfs;
 	cfg.dry_run = opts.dry_run;
 	cfg.log = log_event;
+	cfg.nft = run_nft;
 	dcbapp_init(&state, &cfg);
 	dcbapp_adopt(&state);
 	if (!opts.once)

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /* dcbapp-netprio's parser and engine; see dcbapp.h. */
+#define _GNU_SOURCE	/* memfd_create */
 #include "dcbapp.h"
 #include "util.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -10,11 +12,15 @@
 #include <linux/dcbnl.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -439,7 +445,10 @@ static const char *const event_names[] = {
 	[DCBAPP_EV_APP] = "app", [DCBAPP_EV_APP_GONE] = "app_gone",
 	[DCBAPP_EV_MULTI] = "multiple_priorities",
 	[DCBAPP_EV_CREATED] = "created", [DCBAPP_EV_REMOVED] = "removed",
-	[DCBAPP_EV_KEPT] = "kept", [DCBAPP_EV_MALFORMED] = "malformed",
+	[DCBAPP_EV_KEPT] = "kept", [DCBAPP_EV_DSCP] = "dscp",
+	[DCBAPP_EV_DSCP_GONE] = "dscp_gone",
+	[DCBAPP_EV_NFT_REMOVED] = "nft_removed",
+	[DCBAPP_EV_MALFORMED] = "malformed",
 	[DCBAPP_EV_ERROR] = "error", [DCBAPP_EV_INFO] = "info",
 	[DCBAPP_EV_DEBUG] = "debug",
 };
@@ -467,6 +476,15 @@ static void print_map(const struct dcbapp_event *ev)
 		print_uint(PRINT_ANY, "prio", " %llu", ev->prios[i]);
 		close_json_object();
 	}
+	close_json_array();
+}
+
+/* The devices whose nft rule an event is about. */
+static void print_rule_devs(const struct dcbapp_event *ev)
+{
+	open_json_array("devs");
+	for (int i = 0; i < ev->ndevs; i++)
+		print_string(PRINT_ANY, NULL, i ? ", %s" : " %s", ev->devs[i]);
 	close_json_array();
 }
 
@@ -512,6 +530,25 @@ void dcbapp_print_event(FILE *fp, bool json, const struct dcbapp_event *ev)
 			  "traffic falls back to priority 0; removed once "
 			  "empty", ev->tasks);
 		break;
+	case DCBAPP_EV_DSCP:
+		print_app(ev);
+		print_uint(PRINT_ANY, "priority", " prio %llu",
+			   ev->app.priority);
+		print_uint(PRINT_FP, NULL, ": nft dscp %llu", ev->app.protocol);
+		print_uint(PRINT_FP, NULL, " priority %llu on",
+			   ev->app.priority);
+		print_rule_devs(ev);
+		break;
+	case DCBAPP_EV_DSCP_GONE:
+		print_app(ev);
+		print_uint(PRINT_FP, NULL, " gone: nft dscp %llu rule removed on",
+			   ev->app.protocol);
+		print_rule_devs(ev);
+		break;
+	case DCBAPP_EV_NFT_REMOVED:
+		print_string(PRINT_ANY, "table", "nft table %s removed",
+			     DCBAPP_NFT_TABLE);
+		break;
 	default:
 		print_string(PRINT_ANY, "message", "%s", ev->text);
 	}
@@ -526,7 +563,7 @@ void dcbapp_print_event(FILE *fp, bool json, const struct dcbapp_event *ev)
 void dcbapp_print_state(FILE *fp, bool json, const struct dcbapp_state *s)
 {
 	new_json_obj(fp, json);
-	if (!s->nports && !s->ncgroups)
+	if (!s->nports && !s->ncgroups && !s->ndscp)
 		print_text("no DCB APP table, no %s* cgroup\n", DCBAPP_PREFIX);
 	open_json_array("ports");
 	for (int i = 0; i < s->nports; i++) {
@@ -574,6 +611,24 @@ void dcbapp_print_state(FILE *fp, bool json, const struct dcbapp_state *s)
 		close_json_object();
 	}
 	close_json_array();
+	/*
+	 * Only when there are rules: without DSCP entries the object is
+	 * what it was before the engine made any.
+	 */
+	if (s->ndscp)
+		open_json_array("dscp");
+	for (int i = 0; i < s->ndscp; i++) {
+		const struct dcbapp_dscp_rule *r = &s->dscp[i];
+
+		open_json_object(NULL);
+		print_string(PRINT_ANY, "dev", "nft oifname %s", r->dev);
+		print_uint(PRINT_ANY, "dscp", " dscp %llu", r->dscp);
+		print_uint(PRINT_ANY, "priority", " priority %llu", r->prio);
+		print_string(PRINT_ANY, "port", " (port %s)\n", r->port);
+		close_json_object();
+	}
+	if (s->ndscp)
+		close_json_array();
 	delete_json_obj();
 }
 
@@ -581,7 +636,8 @@ void dcbapp_print_state(FILE *fp, bool json, const struct dcbapp_state *s)
 
 static void emit(struct dcbapp_state *s, struct dcbapp_event *ev)
 {
-	ev->dry_run = s->cfg.dry_run && ev->kind <= DCBAPP_EV_KEPT;
+	/* The kinds up to NFT_REMOVED are changes; --dry-run made none. */
+	ev->dry_run = s->cfg.dry_run && ev->kind <= DCBAPP_EV_NFT_REMOVED;
 	if (s->cfg.log)
 		s->cfg.log(s->cfg.log_ctx, ev);
 }
@@ -1071,6 +1127,302 @@ static void unapply_stale(struct dcbapp_state *s, struct dcbapp_cgroup *c,
 	}
 }
 
+/* ---- DSCP rules in nftables ---- */
+
+/*
+ * A device name nft takes inside "..." as it is: no quote (the string
+ * would end), no '*' (a trailing one is a wildcard), no '\' (an escape).
+ * The kernel allows more; a device named otherwise gets no rule.
+ */
+static bool nft_safe_name(const char *name)
+{
+	for (; *name; name++)
+		if (!isalnum((unsigned char)*name) && !strchr("._-@+", *name))
+			return false;
+	return true;
+}
+
+/* By device, then DSCP, the highest priority first, then port. */
+static int cmp_rule(const void *a, const void *b)
+{
+	const struct dcbapp_dscp_rule *x = a, *y = b;
+	int c = strcmp(x->dev, y->dev);
+
+	if (c)
+		return c;
+	if (x->dscp != y->dscp)
+		return x->dscp - y->dscp;
+	if (x->prio != y->prio)
+		return y->prio - x->prio;
+	return strcmp(x->port, y->port);
+}
+
+static int cmp_rule_key(const void *a, const void *b)
+{
+	const struct dcbapp_dscp_rule *x = a, *y = b;
+	int c = strcmp(x->dev, y->dev);
+
+	return c ? c : x->dscp - y->dscp;
+}
+
+/* The rule for (key->dev, key->dscp) in r[0..n), sorted; NULL if none. */
+static const struct dcbapp_dscp_rule *
+find_rule(const struct dcbapp_dscp_rule *r, int n,
+	  const struct dcbapp_dscp_rule *key)
+{
+	return n ? bsearch(key, r, n, sizeof(*r), cmp_rule_key) : NULL;
+}
+
+static bool same_group(const struct dcbapp_dscp_rule *a,
+		       const struct dcbapp_dscp_rule *b)
+{
+	return a->dscp == b->dscp && !strcmp(a->port, b->port);
+}
+
+/* Port's highest priority for each DSCP, -1 where it has none. */
+static void port_dscp_prios(const struct dcbapp_port *p, int prio[64])
+{
+	for (int d = 0; d < 64; d++)
+		prio[d] = -1;
+	for (int j = 0; p && j < p->n; j++) {
+		const struct dcbapp_entry *e = &p->e[j];
+
+		if (e->selector == IEEE_8021QAZ_APP_SEL_DSCP &&
+		    e->protocol < 64 && e->priority > prio[e->protocol])
+			prio[e->protocol] = e->priority;
+	}
+}
+
+/*
+ * The rules the ports' DSCP entries want, one per (device, DSCP), sorted;
+ * their number.  A device that is a VLAN of one port and a port itself
+ * gets the higher priority.  note[]: a rule left out, or "".
+ */
+static int want_dscp(const struct dcbapp_state *s, const struct port_devs *pd,
+		     struct dcbapp_dscp_rule *w, char *note, size_t notesz)
+{
+	int n = 0, m = 0, dropped = 0;
+
+	note[0] = '\0';
+	for (int i = 0; i < s->nports; i++) {
+		int prio[64];
+
+		port_dscp_prios(&s->ports[i], prio);
+		for (int d = 0; d < 64; d++) {
+			for (int k = 0; prio[d] >= 0 && k < pd[i].n; k++) {
+				const char *dev = pd[i].devs[k];
+
+				if (!nft_safe_name(dev)) {
+					snprintf(note, notesz, "%s: app sel 5 "
+						 "proto %d: device '%s': its "
+						 "name is not one nft takes "
+						 "in quotes as it is: no nft "
+						 "rule on it",
+						 s->ports[i].name, d, dev);
+					continue;
+				}
+				if (n == DCBAPP_MAX_DSCP_RULES) {
+					dropped++;
+					continue;
+				}
+				snprintf(w[n].dev, IFNAMSIZ, "%s", dev);
+				snprintf(w[n].port, IFNAMSIZ, "%s",
+					 s->ports[i].name);
+				w[n].dscp = d;
+				w[n].prio = prio[d];
+				n++;
+			}
+		}
+	}
+	if (dropped)
+		snprintf(note, notesz, "more than %d nft DSCP rules (device, "
+			 "dscp): %d left out", DCBAPP_MAX_DSCP_RULES, dropped);
+	qsort(w, n, sizeof(*w), cmp_rule);
+	for (int i = 0; i < n; i++)
+		if (!m || cmp_rule_key(&w[m - 1], &w[i]))
+			w[m++] = w[i];
+	return m;
+}
+
+/* Equal (dev, dscp, prio) lists render the same script. */
+static bool same_script(const struct dcbapp_dscp_rule *a, int na,
+			const struct dcbapp_dscp_rule *b, int nb)
+{
+	if (na != nb)
+		return false;
+	for (int i = 0; i < na; i++)
+		if (cmp_rule_key(&a[i], &b[i]) || a[i].prio != b[i].prio)
+			return false;
+	return true;
+}
+
+/*
+ * An nft problem: counted every time, logged when it is not the one
+ * logged last, since a failing script is retried at every reconcile (every
+ * second in the daemon) and one line says it.
+ */
+static void nft_problem(struct dcbapp_state *s, const char *line)
+{
+	if (!strcmp(line, s->nft_error)) {
+		s->errors++;
+		logf_(s, DCBAPP_EV_DEBUG, "%s (again)", line);
+		return;
+	}
+	snprintf(s->nft_error, sizeof(s->nft_error), "%s", line);
+	logf_(s, DCBAPP_EV_ERROR, "%s", line);
+}
+
+/* The script for r[0..n), malloc'ed; NULL (logged) when out of memory. */
+static char *render(struct dcbapp_state *s, const struct dcbapp_dscp_rule *r,
+		    int n)
+{
+	size_t len = dcbapp_nft_script(NULL, 0, r, n);
+	char *script = malloc(len + 1);
+
+	if (!script) {
+		logf_(s, DCBAPP_EV_ERROR, "nft table %s: a script of %zu "
+		      "bytes: out of memory", DCBAPP_NFT_TABLE, len);
+		return NULL;
+	}
+	dcbapp_nft_script(script, len + 1, r, n);
+	return script;
+}
+
+/* The events of going from the applied rules to w[0..nw). */
+static void log_dscp_changes(struct dcbapp_state *s,
+			     const struct dcbapp_dscp_rule *w, int nw)
+{
+	/* Rules no longer wanted: a line per (port, DSCP). */
+	for (int i = 0; i < s->ndscp; i++) {
+		const struct dcbapp_dscp_rule *a = &s->dscp[i];
+		struct dcbapp_event ev = {
+			.kind = DCBAPP_EV_DSCP_GONE, .port = a->port,
+			.app = { IEEE_8021QAZ_APP_SEL_DSCP, 0, a->dscp } };
+		bool first = true;
+		int prio[64];
+
+		if (find_rule(w, nw, a))
+			continue;
+		for (int j = 0; j < i && first; j++)
+			first = !same_group(&s->dscp[j], a) ||
+				find_rule(w, nw, &s->dscp[j]);
+		if (!first)
+			continue;
+		for (int j = i; j < s->ndscp && ev.ndevs < DCBAPP_MAX_DEVS;
+		     j++)
+			if (same_group(&s->dscp[j], a) &&
+			    !find_rule(w, nw, &s->dscp[j]))
+				ev.devs[ev.ndevs++] = s->dscp[j].dev;
+		port_dscp_prios(find_port(s, a->port), prio);
+		/* A device gone under a port that keeps its entry: no line. */
+		if (prio[a->dscp] >= 0) {
+			logf_(s, DCBAPP_EV_DEBUG, "%s: nft dscp %u: the rule "
+			      "on %s%s removed, device gone", a->port, a->dscp,
+			      a->dev, ev.ndevs > 1 ? " and others" : "");
+			continue;
+		}
+		sort_devs(&ev, a->port);
+		emit(s, &ev);
+	}
+	/*
+	 * A line per (port, DSCP) with a device new or changed: all of its
+	 * devices, as the cgroup lines have them.
+	 */
+	for (int i = 0; i < nw; i++) {
+		struct dcbapp_event ev = {
+			.kind = DCBAPP_EV_DSCP, .port = w[i].port,
+			.app = { IEEE_8021QAZ_APP_SEL_DSCP, w[i].prio,
+				 w[i].dscp } };
+		bool first = true, changed = false;
+
+		for (int j = 0; j < i && first; j++)
+			first = !same_group(&w[j], &w[i]);
+		if (!first)
+			continue;
+		for (int j = i; j < nw; j++) {
+			const struct dcbapp_dscp_rule *a;
+
+			if (!same_group(&w[j], &w[i]))
+				continue;
+			a = find_rule(s->dscp, s->ndscp, &w[j]);
+			changed |= !a || a->prio != w[j].prio ||
+				   strcmp(a->port, w[j].port);
+			if (ev.ndevs < DCBAPP_MAX_DEVS)
+				ev.devs[ev.ndevs++] = w[j].dev;
+		}
+		if (!changed)
+			continue;
+		sort_devs(&ev, w[i].port);
+		emit(s, &ev);
+	}
+}
+
+/* Bring table inet dcbapp in line with the ports' DSCP entries. */
+static void apply_dscp(struct dcbapp_state *s, const struct port_devs *pd)
+{
+	static struct dcbapp_dscp_rule w[DCBAPP_MAX_DSCP_RULES];
+	char note[160], why[256], line[sizeof(s->nft_error)];
+	char *script;
+	int nw;
+
+	if (!s->cfg.nft)
+		return;
+	nw = want_dscp(s, pd, w, note, sizeof(note));
+	if (note[0])
+		nft_problem(s, note);
+	if (same_script(w, nw, s->dscp, s->ndscp)) {
+		/* Only whose entry a rule is can differ: nothing to run. */
+		memcpy(s->dscp, w, nw * sizeof(*w));
+		if (!note[0])
+			s->nft_error[0] = '\0';
+		return;
+	}
+	script = render(s, w, nw);
+	if (!script)
+		return;
+	if (!s->cfg.dry_run &&
+	    s->cfg.nft(s->cfg.nft_ctx, script, why, sizeof(why))) {
+		snprintf(line, sizeof(line), "nft table %s: %s: DSCP rules "
+			 "not changed; will retry", DCBAPP_NFT_TABLE, why);
+		nft_problem(s, line);
+		free(script);
+		return;
+	}
+	free(script);
+	if (!note[0])
+		s->nft_error[0] = '\0';
+	logf_(s, DCBAPP_EV_DEBUG, "nft table %s: %d rule(s) of (device, "
+	      "dscp)%s", DCBAPP_NFT_TABLE, nw,
+	      s->cfg.dry_run ? " (dry run)" : "");
+	log_dscp_changes(s, w, nw);
+	memcpy(s->dscp, w, nw * sizeof(*w));
+	s->ndscp = nw;
+}
+
+/* --cleanup: the table goes if this run left rules in it. */
+static void remove_table(struct dcbapp_state *s)
+{
+	struct dcbapp_event ev = { .kind = DCBAPP_EV_NFT_REMOVED };
+	char why[256], *script;
+
+	if (!s->cfg.nft || !s->ndscp)
+		return;
+	script = render(s, NULL, 0);
+	if (!script)
+		return;
+	if (!s->cfg.dry_run &&
+	    s->cfg.nft(s->cfg.nft_ctx, script, why, sizeof(why))) {
+		logf_(s, DCBAPP_EV_ERROR, "nft table %s: removing it: %s; "
+		      "remove it with: nft delete table %s", DCBAPP_NFT_TABLE,
+		      why, DCBAPP_NFT_TABLE);
+		free(script);
+		return;
+	}
+	free(script);
+	s->ndscp = 0;
+	emit(s, &ev);
+}
+
 void dcbapp_reconcile(struct dcbapp_state *s)
 {
 	static struct port_devs pd[DCBAPP_MAX_PORTS];
@@ -1108,6 +1460,7 @@ void dcbapp_reconcile(struct dcbapp_state *s)
 			k--;
 		}
 	}
+	apply_dscp(s, pd);
 }
 
 void dcbapp_cleanup(struct dcbapp_state *s)
@@ -1120,6 +1473,7 @@ void dcbapp_cleanup(struct dcbapp_state *s)
 		if (count_tasks(s, c) == 0 && remove_cgroup(s, c))
 			forget_cgroup(s, c);
 	}
+	remove_table(s);
 }
 
 void dcbapp_adopt(struct dcbapp_state *s)
@@ -1183,4 +1537,159 @@ void dcbapp_adopt(struct dcbapp_state *s)
 		      "mapped", c->name, c->ndevs);
 	}
 	closedir(d);
+}
+
+/* ---- the nft script and the nft program ---- */
+
+/* snprintf() at *len of buf[size], counting what does not fit. */
+static void put(char *buf, size_t size, size_t *len, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void put(char *buf, size_t size, size_t *len, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(*len < size ? buf + *len : NULL,
+		      *len < size ? size - *len : 0, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		*len += n;
+}
+
+size_t dcbapp_nft_script(char *buf, size_t size,
+			 const struct dcbapp_dscp_rule *r, int n)
+{
+	static const char *const family[] = { "ip", "ip6" };
+	size_t len = 0;
+
+	if (size)
+		buf[0] = '\0';
+	put(buf, size, &len, "table %s {}\n", DCBAPP_NFT_TABLE);
+	if (!n) {
+		put(buf, size, &len, "delete table %s\n", DCBAPP_NFT_TABLE);
+		return len;
+	}
+	put(buf, size, &len, "flush table %s\n"
+	    "table %s {\n"
+	    "\tchain output {\n"
+	    "\t\ttype filter hook output priority 0; policy accept;\n",
+	    DCBAPP_NFT_TABLE, DCBAPP_NFT_TABLE);
+	/*
+	 * "meta priority none" is nft's name for priority 0 (TC_H_UNSPEC;
+	 * tchandle_type_parse() in nftables' src/meta.c, and its
+	 * tests/py/any/meta.t has "meta priority none;ok"), so only a packet
+	 * without a priority of its own is changed, as net_prio does.  The
+	 * value set is a tc handle, major:minor in hex: 0:N is priority N
+	 * (N < 8, the same digit in hex).  The counter shows in
+	 * `nft list table inet dcbapp` which rules the traffic met.
+	 */
+	for (int i = 0; i < n; i++)
+		for (size_t f = 0; f < ARRAY_SIZE(family); f++)
+			put(buf, size, &len, "\t\toifname \"%s\" %s dscp %u "
+			    "meta priority none counter meta priority set "
+			    "0:%x\n", r[i].dev, family[f], r[i].dscp,
+			    r[i].prio);
+	put(buf, size, &len, "\t}\n}\n");
+	return len;
+}
+
+#define NFT_TIMEOUT	10	/* seconds */
+
+/* The first line of what fd holds, at most size - 1 bytes of it. */
+static void first_line(int fd, char *out, size_t size)
+{
+	ssize_t n = pread(fd, out, size - 1, 0);
+	char *nl;
+
+	out[n > 0 ? n : 0] = '\0';
+	nl = strpbrk(out, "\r\n");
+	if (nl)
+		*nl = '\0';
+	if (!out[0])
+		snprintf(out, size, "no message");
+}
+
+int dcbapp_nft_exec(const char *nft, const char *script, char *why,
+		    size_t whysz)
+{
+	char *const argv[] = { (char *)nft, "-f", "-", NULL };
+	size_t len = strlen(script), off = 0;
+	int in, err, status = 0, rc = -1;
+	char msg[200];
+	double deadline;
+	pid_t pid, r;
+
+	in = memfd_create("nft-stdin", MFD_CLOEXEC);
+	err = memfd_create("nft-stderr", MFD_CLOEXEC);
+	if (in < 0 || err < 0) {
+		snprintf(why, whysz, "%s -f -: memfd_create: %s", nft,
+			 strerror(errno));
+		goto out;
+	}
+	while (off < len) {
+		ssize_t n = write(in, script + off, len - off);
+
+		if (n < 0) {
+			snprintf(why, whysz, "%s -f -: writing its input: %s",
+				 nft, strerror(errno));
+			goto out;
+		}
+		off += n;
+	}
+	lseek(in, 0, SEEK_SET);
+	pid = fork();
+	if (pid < 0) {
+		snprintf(why, whysz, "%s -f -: fork: %s", nft,
+			 strerror(errno));
+		goto out;
+	}
+	if (!pid) {
+		int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		sigset_t none;
+
+		/* The daemon blocks SIGTERM outside ppoll(); nft must not. */
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		dup2(in, 0);
+		dup2(null >= 0 ? null : err, 1);
+		dup2(err, 2);
+		execv(nft, argv);
+		dprintf(2, "cannot run %s: %s (install nftables, or give "
+			"--nft PATH)\n", nft, strerror(errno));
+		_exit(127);
+	}
+	deadline = now() + NFT_TIMEOUT;
+	while ((r = waitpid(pid, &status, WNOHANG)) == 0 && now() < deadline)
+		nanosleep(&(struct timespec){ 0, 2000000 }, NULL);
+	if (r == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+		snprintf(why, whysz, "%s -f -: still running after %d s: "
+			 "killed", nft, NFT_TIMEOUT);
+		goto out;
+	}
+	if (r < 0) {
+		snprintf(why, whysz, "%s -f -: waitpid: %s", nft,
+			 strerror(errno));
+		goto out;
+	}
+	if (WIFEXITED(status) && !WEXITSTATUS(status)) {
+		rc = 0;
+		goto out;
+	}
+	first_line(err, msg, sizeof(msg));
+	if (WIFEXITED(status))
+		snprintf(why, whysz, "%s -f -: exit status %d: %s", nft,
+			 WEXITSTATUS(status), msg);
+	else
+		snprintf(why, whysz, "%s -f -: killed by signal %d: %s", nft,
+			 WTERMSIG(status), msg);
+out:
+	if (in >= 0)
+		close(in);
+	if (err >= 0)
+		close(err);
+	return rc;
 }

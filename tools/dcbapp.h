@@ -35,6 +35,27 @@
  * task is in it; a cgroup with tasks stays, map 0, and is removed when
  * empty (checked at every dcbapp_reconcile()).  What the engine wrote is
  * kept in memory, so a reconcile writes and logs only what changed.
+ *
+ * DSCP entries (selector 5) also become nftables rules, because a cgroup
+ * only reaches traffic of sockets a task owns: soft-RoCE (rdma_rxe) sends
+ * RoCEv2 from kernel sockets that no net_prio cgroup holds, yet its
+ * packets carry the DSCP the APP entry names.  For each port holding a
+ * DSCP entry, the port and the same VLAN devices as above get a rule in
+ * the output hook that gives an IPv4 or IPv6 packet leaving by that device
+ * with that DSCP the entry's priority (the highest, as above), unless the
+ * packet has a priority of its own (SO_PRIORITY, IP_TOS...; net_prio
+ * leaves those alone too).  The output hook sees the device the route
+ * chose, the VLAN device for tagged traffic, before the VLAN device maps
+ * skb->priority to the PCP.  The rules live in a table of their own,
+ * "table inet dcbapp", written whole by one nft script (see
+ * dcbapp_nft_script()) through the dcbapp_config's nft callback, only
+ * when the wanted rules differ from the ones last applied, so nothing
+ * runs nft while no port holds a DSCP entry.  The engine does not read the
+ * table back (that would run nft at every start): a table an earlier run
+ * left (killed, or without --cleanup) is replaced by the first script,
+ * which flushes it, and stays until then.  An nft that fails changes
+ * nothing (a script is one transaction); the error is counted and the
+ * script retried at the next dcbapp_reconcile().
  */
 #ifndef DCBLAB_DCBAPP_H
 #define DCBLAB_DCBAPP_H
@@ -50,6 +71,9 @@
 #define DCBAPP_MAX_CGROUPS	512
 #define DCBAPP_MAX_DEVS		32	/* a port and its VLANs, per cgroup */
 #define DCBAPP_PREFIX		"cgdcbx-"
+/* (device, DSCP) pairs: one port and its VLANs at every DSCP */
+#define DCBAPP_MAX_DSCP_RULES	(64 * DCBAPP_MAX_DEVS)
+#define DCBAPP_NFT_TABLE	"inet dcbapp"
 
 /* A problem found in a message: one line, no newline. */
 struct dcbapp_report {
@@ -131,6 +155,9 @@ enum dcbapp_event_kind {
 	DCBAPP_EV_CREATED,	/* cgroup made */
 	DCBAPP_EV_REMOVED,	/* cgroup removed */
 	DCBAPP_EV_KEPT,		/* cgroup kept: it has tasks */
+	DCBAPP_EV_DSCP,		/* port's DSCP entry: devs' nft rules set */
+	DCBAPP_EV_DSCP_GONE,	/* port's DSCP entry gone: devs' rules removed */
+	DCBAPP_EV_NFT_REMOVED,	/* the nft table removed (--cleanup) */
 	DCBAPP_EV_MALFORMED,	/* text: what the parser reported */
 	DCBAPP_EV_ERROR,	/* text: a write, mkdir, ... failed */
 	DCBAPP_EV_INFO,		/* text */
@@ -154,7 +181,8 @@ struct dcbapp_event {
 /*
  * One line to fp: "dcbapp-netprio: eth0: app sel 3 proto 4791 prio 5:
  * cgroup cgdcbx-3-4791 ifpriomap eth0 5, eth0.100 5", or with json one
- * object, {"event":"app","port":"eth0",...}.
+ * object, {"event":"app","port":"eth0",...}.  DCBAPP_EV_DSCP: "eth0: app
+ * sel 5 proto 26 prio 3: nft dscp 26 priority 3 on eth0, eth0.100".
  */
 void dcbapp_print_event(FILE *fp, bool json, const struct dcbapp_event *ev);
 
@@ -171,6 +199,13 @@ struct dcbapp_config {
 	bool fake_cgroupfs;
 	void (*log)(void *ctx, const struct dcbapp_event *ev);
 	void *log_ctx;
+	/*
+	 * Run an nft script as `nft -f -` does: 0, or -1 with why[] one line
+	 * naming the program, its exit status and the first line of its
+	 * stderr.  NULL: DSCP entries get their cgroup only, no nft rule.
+	 */
+	int (*nft)(void *ctx, const char *script, char *why, size_t whysz);
+	void *nft_ctx;
 };
 
 struct dcbapp_dev {
@@ -189,6 +224,13 @@ struct dcbapp_cgroup {
 	struct dcbapp_dev devs[DCBAPP_MAX_DEVS];	/* written, nonzero */
 };
 
+/* One nft rule: packets leaving by dev with this DSCP get prio. */
+struct dcbapp_dscp_rule {
+	char dev[IFNAMSIZ];
+	char port[IFNAMSIZ];	/* whose entry it is */
+	uint8_t dscp, prio;
+};
+
 struct dcbapp_port {
 	char name[IFNAMSIZ];
 	int n;
@@ -201,7 +243,14 @@ struct dcbapp_state {
 	int nports, ncgroups;
 	struct dcbapp_port ports[DCBAPP_MAX_PORTS];
 	struct dcbapp_cgroup cgroups[DCBAPP_MAX_CGROUPS];
-	int errors;			/* failed writes, mkdirs, rmdirs */
+	int errors;			/* failed writes, mkdirs, rmdirs, nft */
+	/*
+	 * The rules the last script that succeeded put in the table, sorted
+	 * by (dev, dscp): the script is a function of them.
+	 */
+	int ndscp;
+	struct dcbapp_dscp_rule dscp[DCBAPP_MAX_DSCP_RULES];
+	char nft_error[320];		/* the last nft error logged */
 };
 
 void dcbapp_init(struct dcbapp_state *s, const struct dcbapp_config *cfg);
@@ -219,11 +268,46 @@ void dcbapp_adopt(struct dcbapp_state *s);
 void dcbapp_set_table(struct dcbapp_state *s, const struct dcbapp_table *t);
 /* The port is gone: as if its table were empty. */
 void dcbapp_drop_port(struct dcbapp_state *s, const char *port);
-/* Bring the cgroups in line with the tables and the devices now. */
+/*
+ * Bring the cgroups, and the nft DSCP rules, in line with the tables and
+ * the devices now.
+ */
 void dcbapp_reconcile(struct dcbapp_state *s);
-/* Remove every managed cgroup without tasks (--cleanup at exit). */
+/*
+ * Remove every managed cgroup without tasks, then the nft table if this
+ * run put rules in it (--cleanup at exit).
+ */
 void dcbapp_cleanup(struct dcbapp_state *s);
-/* The managed cgroups and their maps: one object, for --once. */
+/*
+ * The managed cgroups and their maps, and the DSCP rules when there are
+ * any: one object, for --once.
+ */
 void dcbapp_print_state(FILE *fp, bool json, const struct dcbapp_state *s);
+
+/*
+ * The nft script that makes table inet dcbapp hold exactly rules r[0..n)
+ * (in that order; the engine sorts them by device, then DSCP), written to
+ * buf like snprintf(): the length it needs, buf NUL-terminated when it
+ * fits.  One transaction and idempotent under `nft -f -`: the table is
+ * declared (made if missing), flushed, then defined again with its one
+ * base chain; for n == 0 the table is deleted instead (declared first, so
+ * that deleting a missing table is no error), so a host without DSCP
+ * entries keeps no hook in its output path.  Per rule, e.g.
+ *   oifname "eth0" ip dscp 26 meta priority none counter
+ *   meta priority set 0:3
+ * (one line) and the same with ip6.
+ */
+size_t dcbapp_nft_script(char *buf, size_t size,
+			 const struct dcbapp_dscp_rule *r, int n);
+
+/*
+ * `nft -f -` with script on its stdin: fork, exec of the program at path
+ * nft (no PATH search), its stdout to /dev/null, its stderr kept.  0 when
+ * it exits 0; -1 with why[] ("/usr/sbin/nft -f -: exit status 1: <first
+ * stderr line>") otherwise, also when it cannot run or is still running
+ * after 10 s (then killed).  The daemon's dcbapp_config.nft.
+ */
+int dcbapp_nft_exec(const char *nft, const char *script, char *why,
+		    size_t whysz);
 
 #endif

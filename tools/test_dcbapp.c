@@ -1205,6 +1205,374 @@ static void test_state_printout_lists_ports_and_cgroups(void)
 	free(buf);
 }
 
+/* ---- DSCP entries: the nft scripts the engine hands its runner ---- */
+
+/* The fake nft: every script it was given, and what it answers. */
+static struct {
+	int runs;
+	char last[8192];
+	const char *fail;	/* why[] to fail with; NULL: exit 0 */
+} nft;
+
+static int fake_nft(void *ctx, const char *script, char *why, size_t whysz)
+{
+	(void)ctx;
+	nft.runs++;
+	snprintf(nft.last, sizeof(nft.last), "%s", script);
+	if (!nft.fail)
+		return 0;
+	snprintf(why, whysz, "%s", nft.fail);
+	return -1;
+}
+
+/* fake_begin(), and the engine runs the fake nft. */
+static void nft_begin(bool dry_run)
+{
+	fake_begin(dry_run);
+	st.cfg.nft = fake_nft;
+	memset(&nft, 0, sizeof(nft));
+}
+
+/* The port's table as lldpad's DCB_CMD_IEEE_SET leaves it, parsed. */
+static void apply_msg(const char *port, const struct dcb_app *apps, int n)
+{
+	static struct mb b;
+
+	b.len = 0;
+	mb_ieee(&b, RTM_SETDCB, DCB_CMD_IEEE_SET, 11, port, apps, n);
+	CHECK(parse(&b) == DCBAPP_TABLE && table.n == n);
+	dcbapp_set_table(&st, &table);
+	dcbapp_reconcile(&st);
+}
+
+static const struct dcb_app af31_3 = { IEEE_8021QAZ_APP_SEL_DSCP, 3, 26 };
+
+#define NFT_HEAD "table inet dcbapp {}\n" \
+	"flush table inet dcbapp\n" \
+	"table inet dcbapp {\n" \
+	"\tchain output {\n" \
+	"\t\ttype filter hook output priority 0; policy accept;\n"
+#define NFT_TAIL "\t}\n}\n"
+#define NFT_RULES(dev, dscp, prio) \
+	"\t\toifname \"" dev "\" ip dscp " dscp " meta priority none " \
+	"counter meta priority set 0:" prio "\n" \
+	"\t\toifname \"" dev "\" ip6 dscp " dscp " meta priority none " \
+	"counter meta priority set 0:" prio "\n"
+#define NFT_DELETE "table inet dcbapp {}\ndelete table inet dcbapp\n"
+#define LINE_AF31_3 "dcbapp-netprio: eth0: app sel 5 proto 26 prio 3: " \
+	"nft dscp 26 priority 3 on eth0, eth0.100\n"
+
+static void test_dscp_entry_gives_port_and_vlans_an_nft_rule(void)
+{
+	nft_begin(false);
+	log_begin();
+	apply_msg("eth0", &af31_3, 1);
+	CHECK(!strcmp(log_end(), "dcbapp-netprio: cgroup cgdcbx-5-26 "
+		      "created\n"
+		      "dcbapp-netprio: eth0: app sel 5 proto 26 prio 3: "
+		      "cgroup cgdcbx-5-26 ifpriomap eth0 3, eth0.100 3\n"
+		      LINE_AF31_3));
+	CHECK(nft.runs == 1);
+	CHECK(!strcmp(nft.last,
+		      "table inet dcbapp {}\n"
+		      "flush table inet dcbapp\n"
+		      "table inet dcbapp {\n"
+		      "\tchain output {\n"
+		      "\t\ttype filter hook output priority 0; "
+		      "policy accept;\n"
+		      "\t\toifname \"eth0\" ip dscp 26 meta priority none "
+		      "counter meta priority set 0:3\n"
+		      "\t\toifname \"eth0\" ip6 dscp 26 meta priority none "
+		      "counter meta priority set 0:3\n"
+		      "\t\toifname \"eth0.100\" ip dscp 26 meta priority none "
+		      "counter meta priority set 0:3\n"
+		      "\t\toifname \"eth0.100\" ip6 dscp 26 meta priority "
+		      "none counter meta priority set 0:3\n"
+		      "\t}\n"
+		      "}\n"));
+	/* The cgroup is made as for any entry. */
+	CHECK(map_of("cgdcbx-5-26", "eth0.100") == 3);
+	CHECK(st.ndscp == 2 && st.errors == 0);
+}
+
+/* The lab's captured reply holds dscp-prio 46:6 beside two others. */
+static void test_captured_reply_gives_only_its_dscp_entry_rules(void)
+{
+	static struct mb b;
+
+	nft_begin(false);
+	b.len = unhex(captured_get, b.buf);
+	CHECK(parse(&b) == DCBAPP_TABLE && table.n == 3);
+	dcbapp_set_table(&st, &table);
+	dcbapp_reconcile(&st);
+	CHECK(nft.runs == 1);
+	CHECK(!strcmp(nft.last, NFT_HEAD NFT_RULES("eth0", "46", "6")
+		      NFT_RULES("eth0.100", "46", "6") NFT_TAIL));
+}
+
+static void test_dscp_entry_with_two_priorities_uses_the_highest(void)
+{
+	static const struct dcb_app both[] = { { 5, 2, 26 }, { 5, 3, 26 } };
+
+	nft_begin(false);
+	log_begin();
+	apply_msg("eth0", both, 2);
+	CHECK(strstr(log_end(), "dcbapp-netprio: eth0: app sel 5 proto 26 "
+		     "has priorities 2 3: using the highest, 3\n"));
+	CHECK(!strcmp(nft.last, NFT_HEAD NFT_RULES("eth0", "26", "3")
+		      NFT_RULES("eth0.100", "26", "3") NFT_TAIL));
+}
+
+static void test_removed_dscp_entry_removes_its_rules(void)
+{
+	static const struct dcb_app two_dscp[] = { { 5, 3, 26 },
+						   { 5, 6, 46 } };
+
+	nft_begin(false);
+	apply_msg("eth0", two_dscp, 2);
+	CHECK(nft.runs == 1);
+	log_begin();
+	apply_msg("eth0", &two_dscp[1], 1);
+	CHECK(strstr(log_end(), "dcbapp-netprio: eth0: app sel 5 proto 26 "
+		     "gone: nft dscp 26 rule removed on eth0, eth0.100\n"));
+	CHECK(nft.runs == 2);
+	CHECK(!strcmp(nft.last, NFT_HEAD NFT_RULES("eth0", "46", "6")
+		      NFT_RULES("eth0.100", "46", "6") NFT_TAIL));
+	/* The last one: the table goes. */
+	apply_msg("eth0", NULL, 0);
+	CHECK(nft.runs == 3 && !strcmp(nft.last, NFT_DELETE));
+	CHECK(st.ndscp == 0);
+}
+
+static void test_reconcile_with_nothing_changed_runs_no_nft(void)
+{
+	nft_begin(false);
+	apply_msg("eth0", &af31_3, 1);
+	log_begin();
+	dcbapp_reconcile(&st);
+	dcbapp_reconcile(&st);
+	CHECK(!strcmp(log_end(), ""));
+	CHECK(nft.runs == 1);
+	/* Nor does a change of an entry of another selector. */
+	apply_msg("eth0", (struct dcb_app[]){ af31_3, { 3, 5, 4791 } }, 2);
+	CHECK(nft.runs == 1);
+}
+
+static void test_non_dscp_entries_run_no_nft(void)
+{
+	nft_begin(false);
+	log_begin();
+	apply_msg("eth0", two, 2);
+	CHECK(!strstr(log_end(), "nft"));
+	CHECK(nft.runs == 0 && st.ndscp == 0);
+	apply_msg("eth0", NULL, 0);
+	CHECK(nft.runs == 0);
+}
+
+static void test_failed_nft_is_an_error_and_retried(void)
+{
+	nft_begin(false);
+	nft.fail = "/usr/sbin/nft -f -: exit status 1: /dev/stdin:6:3-8: "
+		   "Error: Could not process rule: No such file or directory";
+	log_begin();
+	apply_msg("eth0", &af31_3, 1);
+	CHECK(strstr(log_end(), "dcbapp-netprio: nft table inet dcbapp: "
+		     "/usr/sbin/nft -f -: exit status 1: /dev/stdin:6:3-8: "
+		     "Error: Could not process rule: No such file or "
+		     "directory: DSCP rules not changed; will retry\n"));
+	CHECK(nft.runs == 1 && st.errors == 1 && st.ndscp == 0);
+	/* Retried, counted, but the same line is not logged again. */
+	log_begin();
+	dcbapp_reconcile(&st);
+	CHECK(!strcmp(log_end(), ""));
+	CHECK(nft.runs == 2 && st.errors == 2);
+	/* nft works again: applied, the change logged once. */
+	nft.fail = NULL;
+	log_begin();
+	dcbapp_reconcile(&st);
+	CHECK(!strcmp(log_end(), LINE_AF31_3));
+	CHECK(nft.runs == 3 && st.errors == 2 && st.ndscp == 2);
+	dcbapp_reconcile(&st);
+	CHECK(nft.runs == 3);
+}
+
+static void test_dscp_dry_run_runs_no_nft(void)
+{
+	nft_begin(true);
+	log_begin();
+	apply_msg("eth0", &af31_3, 1);
+	CHECK(strstr(log_end(), "dcbapp-netprio: eth0: app sel 5 proto 26 "
+		     "prio 3: nft dscp 26 priority 3 on eth0, eth0.100 "
+		     "(dry run)\n"));
+	log_begin();
+	dcbapp_cleanup(&st);
+	CHECK(strstr(log_end(), "dcbapp-netprio: nft table inet dcbapp "
+		     "removed (dry run)\n"));
+	CHECK(nft.runs == 0 && st.errors == 0);
+}
+
+static void test_vlan_created_later_gets_the_dscp_rule(void)
+{
+	nft_begin(false);
+	apply_msg("eth0", &af31_3, 1);
+	add_dev("eth0.200", "DEVTYPE=vlan\n", "eth0");
+	log_begin();
+	dcbapp_reconcile(&st);
+	CHECK(strstr(log_end(), "dcbapp-netprio: eth0: app sel 5 proto 26 "
+		     "prio 3: nft dscp 26 priority 3 on eth0, eth0.100, "
+		     "eth0.200\n"));
+	CHECK(nft.runs == 2 && !strcmp(nft.last, NFT_HEAD
+		      NFT_RULES("eth0", "26", "3")
+		      NFT_RULES("eth0.100", "26", "3")
+		      NFT_RULES("eth0.200", "26", "3") NFT_TAIL));
+	/* Deleted again: its rule goes, the entry stays, no line. */
+	rm_rf("%s/class/net/eth0.200", sysfs);
+	rm_rf("%s/class/net/eth0/upper_eth0.200", sysfs);
+	log_begin();
+	dcbapp_reconcile(&st);
+	CHECK(!strcmp(log_end(), ""));
+	CHECK(nft.runs == 3 && st.ndscp == 2);
+}
+
+/* A quote would end nft's string: such a device gets no rule, said once. */
+static void test_device_name_nft_cannot_quote_gets_no_rule(void)
+{
+	nft_begin(false);
+	add_dev("eth0.\"x", "DEVTYPE=vlan\n", "eth0");
+	log_begin();
+	apply_msg("eth0", &af31_3, 1);
+	CHECK(strstr(log_end(), "dcbapp-netprio: eth0: app sel 5 proto 26: "
+		     "device 'eth0.\"x': its name is not one nft takes in "
+		     "quotes as it is: no nft rule on it\n"));
+	CHECK(st.errors == 1 && !strstr(nft.last, "\"x"));
+	CHECK(!strcmp(nft.last, NFT_HEAD NFT_RULES("eth0", "26", "3")
+		      NFT_RULES("eth0.100", "26", "3") NFT_TAIL));
+	log_begin();
+	dcbapp_reconcile(&st);
+	CHECK(!strcmp(log_end(), "") && nft.runs == 1);
+}
+
+static void test_cleanup_deletes_the_nft_table(void)
+{
+	nft_begin(false);
+	apply_msg("eth0", &af31_3, 1);
+	log_begin();
+	dcbapp_cleanup(&st);
+	CHECK(!strcmp(log_end(), "dcbapp-netprio: cgroup cgdcbx-5-26 "
+		      "removed\n"
+		      "dcbapp-netprio: nft table inet dcbapp removed\n"));
+	CHECK(nft.runs == 2 && !strcmp(nft.last, NFT_DELETE));
+	dcbapp_cleanup(&st);
+	CHECK(nft.runs == 2);
+	/* A run that never made the table does not run nft to delete it. */
+	nft_begin(false);
+	apply_msg("eth0", two, 2);
+	dcbapp_cleanup(&st);
+	CHECK(nft.runs == 0);
+}
+
+static void test_dscp_json_events_are_one_object_each(void)
+{
+	nft_begin(false);
+	log_json = true;
+	log_begin();
+	apply_msg("eth0", &af31_3, 1);
+	CHECK(strstr(log_end(),
+		     "\n{\"event\":\"dscp\",\"port\":\"eth0\",\"selector\":5,"
+		     "\"protocol\":26,\"priority\":3,\"devs\":[\"eth0\","
+		     "\"eth0.100\"]}\n"));
+	log_begin();
+	apply_msg("eth0", NULL, 0);
+	CHECK(strstr(log_end(),
+		     "\n{\"event\":\"dscp_gone\",\"port\":\"eth0\","
+		     "\"selector\":5,\"protocol\":26,\"devs\":[\"eth0\","
+		     "\"eth0.100\"]}\n"));
+	apply_msg("eth0", &af31_3, 1);
+	log_begin();
+	dcbapp_cleanup(&st);
+	CHECK(strstr(log_end(), "{\"event\":\"nft_removed\",\"table\":"
+		     "\"inet dcbapp\"}\n"));
+	log_json = false;
+}
+
+static void test_state_printout_lists_dscp_rules(void)
+{
+	char *buf = NULL;
+	size_t len;
+	FILE *f;
+
+	nft_begin(false);
+	apply_msg("eth0", &af31_3, 1);
+	f = open_memstream(&buf, &len);
+	dcbapp_print_state(f, true, &st);
+	fclose(f);
+	CHECK(strstr(buf, "]}],\"dscp\":[{\"dev\":\"eth0\",\"dscp\":26,"
+		     "\"priority\":3,\"port\":\"eth0\"},{\"dev\":"
+		     "\"eth0.100\",\"dscp\":26,\"priority\":3,\"port\":"
+		     "\"eth0\"}]}\n"));
+	free(buf);
+	buf = NULL;
+	f = open_memstream(&buf, &len);
+	dcbapp_print_state(f, false, &st);
+	fclose(f);
+	CHECK(strstr(buf, "\nnft oifname eth0 dscp 26 priority 3 (port eth0)\n"
+		     "nft oifname eth0.100 dscp 26 priority 3 (port eth0)\n"));
+	free(buf);
+}
+
+/* dcbapp_nft_exec() on a stand-in nft: a shell script in our tmp dir. */
+static void test_nft_exec_feeds_stdin_and_reports_status(void)
+{
+	static const char script[] = NFT_HEAD NFT_RULES("eth0", "26", "3")
+		NFT_TAIL;
+	char fake[128], in[128], text[512], why[256], want[512];
+	FILE *f;
+	size_t n;
+
+	snprintf(fake, sizeof(fake), "%s/fake-nft", dir);
+	snprintf(in, sizeof(in), "%s/fake-nft.in", dir);
+	snprintf(text, sizeof(text),
+		 "#!/bin/sh\n"
+		 "{ echo \"$*\"; cat; } > %s\n"
+		 "echo this goes to /dev/null\n"
+		 "grep -q fail %s || exit 0\n"
+		 "echo '/dev/stdin:1:1-4: Error: syntax error' >&2\n"
+		 "echo 'fail' >&2\n"
+		 "exit 1\n", in, in);
+	put_file(fake, text);
+	chmod(fake, 0755);
+
+	CHECK(dcbapp_nft_exec(fake, script, why, sizeof(why)) == 0);
+	f = fopen(in, "r");
+	n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+	text[n] = '\0';
+	if (f)
+		fclose(f);
+	CHECK(!strncmp(text, "-f -\n", 5) && !strcmp(text + 5, script));
+
+	CHECK(dcbapp_nft_exec(fake, "fail\n", why, sizeof(why)) == -1);
+	snprintf(want, sizeof(want), "%s -f -: exit status 1: /dev/stdin:"
+		 "1:1-4: Error: syntax error", fake);
+	CHECK(!strcmp(why, want));
+
+	CHECK(dcbapp_nft_exec("/nonexistent/nft", script, why,
+			      sizeof(why)) == -1);
+	CHECK(!strcmp(why, "/nonexistent/nft -f -: exit status 127: cannot "
+		      "run /nonexistent/nft: No such file or directory "
+		      "(install nftables, or give --nft PATH)"));
+}
+
+static void test_nft_script_of_no_rule_deletes_the_table(void)
+{
+	char buf[64];
+
+	CHECK(dcbapp_nft_script(buf, sizeof(buf), NULL, 0) ==
+	      strlen(NFT_DELETE) && !strcmp(buf, NFT_DELETE));
+	/* Too small: the length it needs, and a terminated prefix. */
+	CHECK(dcbapp_nft_script(buf, 10, NULL, 0) == strlen(NFT_DELETE) &&
+	      strlen(buf) == 9);
+}
+
 /* ---- the binary's command line ---- */
 
 /* Exit status of tool argv..., its stdout+stderr in out. */
@@ -1258,6 +1626,20 @@ static void test_command_line(const char *tool)
 	CHECK(strstr(out, "not a directory"));
 }
 
+static void test_nft_option_on_the_command_line(const char *tool)
+{
+	static char out[8192];
+
+	CHECK(run_tool(out, sizeof(out), (char *[]){ (char *)tool, "-h",
+						     NULL }) == 0);
+	CHECK(strstr(out, "--nft PATH") && strstr(out, "table inet dcbapp"));
+	CHECK(run_tool(out, sizeof(out), (char *[]){ (char *)tool, "--nft=",
+						     NULL }) == 2);
+	CHECK(strstr(out, "--nft needs the path of the nft program"));
+	CHECK(run_tool(out, sizeof(out), (char *[]){ (char *)tool, "--nft",
+						     NULL }) == 2);
+}
+
 /*
  * The whole daemon once, in a network namespace of its own (nothing of
  * the host's is touched): lo has no dcbnl, so no table and no cgroup.
@@ -1282,8 +1664,10 @@ static void test_once_in_a_private_netns_finds_no_table(const char *tool)
 		close(pipefd[0]);
 		if (unshare(CLONE_NEWUSER | CLONE_NEWNET))
 			_exit(77);
+		/* --nft: whatever happens, never the host's nft. */
 		execl(tool, tool, "--once", "-j", "--dev", "lo", "--sysfs",
-		      sys, "--cgroup-root", cg, (char *)NULL);
+		      sys, "--cgroup-root", cg, "--nft", "/nonexistent/nft",
+		      (char *)NULL);
 		_exit(127);
 	}
 	close(pipefd[1]);
@@ -1357,7 +1741,25 @@ int main(int argc, char **argv)
 	test_cleanup_removes_only_empty_cgroups();
 	test_json_log_line_is_one_object();
 	test_state_printout_lists_ports_and_cgroups();
+
+	test_dscp_entry_gives_port_and_vlans_an_nft_rule();
+	test_captured_reply_gives_only_its_dscp_entry_rules();
+	test_dscp_entry_with_two_priorities_uses_the_highest();
+	test_removed_dscp_entry_removes_its_rules();
+	test_reconcile_with_nothing_changed_runs_no_nft();
+	test_non_dscp_entries_run_no_nft();
+	test_failed_nft_is_an_error_and_retried();
+	test_dscp_dry_run_runs_no_nft();
+	test_vlan_created_later_gets_the_dscp_rule();
+	test_device_name_nft_cannot_quote_gets_no_rule();
+	test_cleanup_deletes_the_nft_table();
+	test_dscp_json_events_are_one_object_each();
+	test_state_printout_lists_dscp_rules();
+	test_nft_exec_feeds_stdin_and_reports_status();
+	test_nft_script_of_no_rule_deletes_the_table();
+
 	test_command_line(argv[1]);
+	test_nft_option_on_the_command_line(argv[1]);
 	test_once_in_a_private_netns_finds_no_table(argv[1]);
 
 	rm_rf("%s", dir);
