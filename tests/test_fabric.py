@@ -21,7 +21,8 @@ from dcblab.scenarios.fabric import (cgroup_apps, congested_port,
                                      expected_shares, offer, queue_delay_s,
                                      strict_priority)
 from dcblab.scenarios.plot import plot_result
-from dcblab.testing.dcb import apps_of, ets_of, peer_tlv, pfc_of, wait_for
+from dcblab.testing.dcb import (apps_of, dcb_show, ets_of, peer_tlv, pfc_of,
+                                wait_for)
 from dcblab.testing.traffic import Sink, flow_of, pcp_counts, send
 
 DCBLAB = [sys.executable, str(ROOT / "bin" / "dcblab")]
@@ -71,18 +72,24 @@ def test_lldp_ends_at_the_switch_each_host_sees_only_its_port(fabric):
 
 def test_hosts_adopt_their_switch_ports_dcb_by_dcbx(fabric):
     """Each host's driver holds its switch port's ETS, PFC and APP from
-    the file, put there by the host's (willing) lldpad; bounded wait, as
-    an APP entry arrives with the LLDPDU after the switch's lldptool
-    changes, a second or so after `up` under TCG."""
+    the file (UDP-port and DSCP entries alike), put there by the host's
+    (willing) lldpad; bounded wait, as an APP entry arrives with the
+    LLDPDU after the switch's lldptool changes, a second or so after `up`
+    under TCG."""
     for host in ("h1", "h2", "h3"):
         g = fabric.guest(host)
         port = fabric.topology.host("sw").nic(
             fabric.topology.host(host).nics[0].peer.split(":")[1])
         d = port.dcb
         want = (dict(prio_tc=d.prio_tc, tsa=d.tsa, bw=d.bw), list(d.pfc),
-                sorted((a.protocol, a.priority) for a in d.apps))
+                sorted((a.protocol, a.priority) for a in d.apps
+                       if a.selector == "dgram-port"),
+                sorted([a.protocol, a.priority] for a in d.apps
+                       if a.selector == "dscp"))
+        assert want[3], "the fabric advertises APP DSCP entries"
         wait_for(f"{host} to hold {port.name}'s DCB",
-                 lambda: (ets_of(g), pfc_of(g), apps_of(g)),
+                 lambda: (ets_of(g), pfc_of(g), apps_of(g),
+                          sorted(dcb_show(g, "app").get("dscp_prio", []))),
                  lambda got: got == want, timeout=15)
 
 

@@ -37,3 +37,31 @@ def test_a_silent_failure_says_so():
     with pytest.raises(LabError) as e:
         run_script(_Machine(1, "+ false\n"), "false")
     assert str(e.value).endswith("at `false`: no message")
+
+
+def test_a_dscp_trusting_port_classifies_its_app_dscps_before_the_pcp():
+    """topology/dcb-fabric.toml's ports trust DSCP: for each APP DSCP
+    entry (26 -> 3, 46 -> 5) one flower filter per family, untagged and
+    tagged, ahead (lower pref) of the eight PCP filters; a port that
+    trusts the PCP has the PCP filters only."""
+    import dataclasses
+
+    from dcblab.core.paths import ROOT
+    from dcblab.lab.switch import TRUST_PREF, trust_filters
+    from dcblab.topology import load
+    swp1 = load(ROOT / "topology" / "dcb-fabric.toml").host("sw").nic("swp1")
+    lines = trust_filters(swp1)
+    dscp = [ln for ln in lines if "ip_tos" in ln]
+    assert len(dscp) == 2 * 4
+    for d, prio in ((26, 3), (46, 5)):
+        mine = [ln for ln in dscp if f"ip_tos {d << 2:#x}/0xfc " in ln]
+        assert [ln.split(" pref ")[1].split()[0] for ln in mine] == \
+            ["6", "7", "8", "9"]
+        assert all(ln.endswith(f"skbedit priority {prio}") and
+                   f"handle {d + 1} " in ln for ln in mine)
+    assert "vlan_ethtype ipv4" in mine[2] and "vlan_ethtype ipv6" in mine[3]
+    assert all(int(ln.split(" pref ")[1].split()[0]) < TRUST_PREF
+               for ln in dscp)
+    pcp = [ln for ln in lines if "vlan_prio" in ln]
+    assert len(pcp) == 8 and lines[-8:] == pcp
+    assert trust_filters(dataclasses.replace(swp1, trust="pcp")) == pcp

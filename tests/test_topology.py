@@ -307,9 +307,14 @@ def test_fabric_congested_port_has_rate_and_the_switch_dcb():
     assert d.bw == (20, 30, 50, 0, 0, 0, 0, 0)
     assert d.pfc == (3,) and d.tcs == 4
     assert [(a.selector, a.sel, a.protocol, a.priority) for a in d.apps] == \
-        [("dgram-port", 3, 4791, 3)]
-    # The switch-level dcb table is every port's.
-    assert all(p.dcb == d for p in sw.nics)
+        [("dgram-port", 3, 4791, 3), ("dscp", 5, 26, 3), ("dscp", 5, 46, 5)]
+    # The switch-level dcb table is every port's; every port trusts DSCP.
+    assert all(p.dcb == d and p.trust == "dscp" for p in sw.nics)
+    # Each host's eth0 carries soft-RoCE (docs/roce.md).
+    topo = load(FABRIC)
+    assert [(h.name, n.rdma_dev) for h in topo.hosts if not h.is_switch
+            for n in h.nics] == [("h1", "rxe0"), ("h2", "rxe0"),
+                                 ("h3", "rxe0")]
 
 
 # tc's own units, any case (iproute2 get_rate64: strcasecmp); "bps" is
@@ -340,8 +345,9 @@ def test_port_rate_in_bytes_is_refused_below_100kbit_as_tc_reads_it(
 
 
 def test_port_dcb_table_replaces_the_switchs(tmp_path):
+    # swp1 trusts the PCP here: its own dcb has no APP DSCP entry.
     text = FABRIC.read_text().replace(
-        '[switches.sw.ports.swp1]\n',
+        '[switches.sw.ports.swp1]\ntrust = "dscp"\n',
         '[switches.sw.ports.swp1]\n[switches.sw.ports.swp1.dcb]\n'
         'prio_tc = [0, 0, 0, 0, 0, 1, 1, 1]\n')
     sw = load(_write(tmp_path, text)).host("sw")

@@ -8,7 +8,7 @@ from .switch import (BRIDGE, pfcd_script, run_script, switch_qos_script,
                      switch_setup_script)
 
 __all__ = ["baseline_ip", "apply_baseline", "baseline_devices",
-           "reset_baseline", "restore"]
+           "baseline_rdma", "reset_baseline", "restore"]
 
 
 def _qos(pairs):
@@ -45,9 +45,17 @@ def baseline_devices(host):
         ([BRIDGE] if host.is_switch else [])
 
 
-def apply_baseline(machine, host):
-    """All queue pairs of each multi-queue NIC on, then the ip config; a
-    switch's whole setup (dcblab.lab.switch)."""
+def baseline_rdma(host):
+    """(rxe device, NIC) of each NIC that carries RoCE (topology key
+    rdma): `rdma link add RXE type rxe netdev NIC` at boot, and kept by
+    every restore."""
+    return [(n.rdma_dev, n.name) for n in host.nics if n.rdma]
+
+
+def apply_baseline(machine, host, rdma=True):
+    """All queue pairs of each multi-queue NIC on, then the ip config and
+    (rdma) the NICs' rxe devices; a switch's whole setup
+    (dcblab.lab.switch)."""
     if host.is_switch:
         run_script(machine, switch_setup_script(host))
         return
@@ -60,6 +68,11 @@ def apply_baseline(machine, host):
                          str(nic.speed), "duplex", "full"])
     machine.run(["ip", "-batch", "-"],
                 input="\n".join(baseline_ip(host)) + "\n")
+    # After the addresses: rxe takes its GIDs (RoCEv2's IP addresses) from
+    # the NIC and its VLANs as they appear.
+    for rxe, dev in baseline_rdma(host) if rdma else ():
+        machine.run(["rdma", "link", "add", rxe, "type", "rxe", "netdev",
+                     dev])
 
 
 def _missing(machine, host):
@@ -91,7 +104,10 @@ def restore(machine, host, dcbx=False, check=True):
     A test that changes a switch port's DCB puts it back itself."""
     keep = [n.name for n in host.nics
             if host.is_switch or (dcbx and n.peer_is_switch)]
-    env = ["env", f"DCBLAB_KEEP_DCB={' '.join(keep)}"] if keep else []
+    env = [f"DCBLAB_KEEP_DCB={' '.join(keep)}"] if keep else []
+    rdma = " ".join(f"{rxe}:{dev}" for rxe, dev in baseline_rdma(host))
+    env += [f"DCBLAB_RDMA={rdma}"] if rdma else []
+    env = ["env", *env] if env else []
     res = machine.run([*env, "dcblab-restore", *baseline_devices(host)],
                       check=check)
     fixed = _vlan_qos(machine, host) + _speeds(machine, host)
@@ -184,6 +200,7 @@ def reset_baseline(machine, host, dcbx=False):
                 machine.run(["ip", "link", "del", nic.vlan_dev(vlan)],
                             check=False)
             machine.run(["ip", "addr", "flush", "dev", nic.name])
-        apply_baseline(machine, host)
+        # the restore above made any missing rxe device again
+        apply_baseline(machine, host, rdma=False)
         done.append(f"baseline made again (missing: {', '.join(missing)})")
     return done

@@ -14,7 +14,8 @@ __all__ = ["switch_setup_script", "switch_qos_script", "ets_qdisc_args",
            "port_qdiscs", "port_bands", "dcb_batch", "run_script",
            "tbf_burst", "BRIDGE", "ETS_HANDLE", "pfc_thresholds",
            "pfc_bands", "pfcd_args", "pfcd_script", "PFCD", "PFC_LINK_BPS",
-           "PFC_REACTION_S", "enforced_script", "fifo_handle"]
+           "PFC_REACTION_S", "enforced_script", "fifo_handle",
+           "trust_filters"]
 
 BRIDGE = "br0"
 # Full paths: busybox sh runs its own ip/tc applets before PATH.
@@ -25,6 +26,11 @@ IP, TC, DCB, BR, ETHTOOL = ("/sbin/ip", "/sbin/tc", "/sbin/dcb",
 ETS_HANDLE = "10:"
 # Ingress filters that trust the PCP: one per PCP, handle PCP + 1.
 TRUST_PREF = 10
+# A port that trusts DSCP: before them, one filter per APP DSCP entry of
+# the port, for IPv4 and IPv6, untagged and tagged (one pref each: a tc
+# filter priority holds one protocol), handle DSCP + 1.
+_DSCP_PREFS = ((6, "ip", ""), (7, "ipv6", ""), (8, "802.1Q", "ipv4"),
+               (9, "802.1Q", "ipv6"))
 # The switch's DCB agent (tools/pfcd.c: PFC, and each port's ets qdisc
 # following the port's DCB state) behind its start/stop script.
 PFCD = "/sbin/dcblab-pfcd"
@@ -221,18 +227,40 @@ def enforced_script(host, timeout=10):
             f"{timeout} s' >&2; exit 1; fi; sleep 0.1; done\n")
 
 
+def trust_filters(port):
+    """`tc -batch` lines of a port's ingress classification: with trust
+    "dscp", an IP packet (untagged or tagged) whose DSCP has an APP entry
+    on the port gets that entry's priority; then (both modes) a tagged
+    frame gets its PCP. An untagged packet matching neither keeps
+    priority 0."""
+    dev, tc = port.name, []
+    if port.trust == "dscp" and port.dcb:
+        for a in port.dcb.apps:
+            if a.selector != "dscp":
+                continue
+            for pref, proto, inner in _DSCP_PREFS:
+                vlan = f"vlan_ethtype {inner} " if inner else ""
+                tc.append(f"filter add dev {dev} ingress protocol {proto} "
+                          f"pref {pref} handle {a.protocol + 1} flower "
+                          f"{vlan}ip_tos {a.protocol << 2:#x}/0xfc "
+                          f"action skbedit priority {a.priority}")
+    for pcp in range(8):
+        tc.append(f"filter add dev {dev} ingress protocol 802.1Q "
+                  f"pref {TRUST_PREF} handle {pcp + 1} flower "
+                  f"vlan_prio {pcp} action skbedit priority {pcp}")
+    return tc
+
+
 def switch_qos_script(host, dcb=True):
-    """Trust-PCP filters, shaper and ETS qdiscs, and (with dcb) the
-    ports' DCB: the part of a switch's setup after the bridge. A restore
-    redoes the qdiscs only (see dcblab.lab.baseline.restore)."""
+    """Trust filters (PCP, and DSCP where a port trusts it), shaper and
+    ETS qdiscs, and (with dcb) the ports' DCB: the part of a switch's
+    setup after the bridge. A restore redoes the qdiscs only (see
+    dcblab.lab.baseline.restore)."""
     tc = []
     for port in host.nics:
         dev = port.name
         tc.append(f"qdisc add dev {dev} ingress")
-        for pcp in range(8):
-            tc.append(f"filter add dev {dev} ingress protocol 802.1Q "
-                      f"pref {TRUST_PREF} handle {pcp + 1} flower "
-                      f"vlan_prio {pcp} action skbedit priority {pcp}")
+        tc += trust_filters(port)
         tc += port_qdiscs(port)
     # One tc for all (`tc -batch`: a failing line is named as "-:N");
     # 30-odd tc runs took ~4 s of a switch's setup under TCG.

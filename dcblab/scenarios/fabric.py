@@ -35,7 +35,8 @@ PFCD_STATE = "/run/pfcd.json"
 
 __all__ = ["congested_port", "class_stats", "parse_class_stats", "strict_priority", "cgroup_apps",
            "queue_delay_s", "idle_rtt", "BULK_CGROUP", "wire_bytes", "Flow", "SharesResult",
-           "offer", "expected_shares", "SIZE", "SINK_PORT"]
+           "offer", "expected_shares", "SIZE", "SINK_PORT",
+           "pinned_neighbours"]
 
 SIZE = 1400                      # UDP payload bytes of every test frame
 SINK_PORT = 9000
@@ -314,7 +315,7 @@ def offer(lab, pcps, *, load=1.2, seconds=8.0, warmup=2.0, senders=("h1",
 @contextlib.contextmanager
 def pinned_neighbours(lab, hosts, rx, vlan=VLAN):
     """Permanent neighbour entries, for the duration, between rx and each
-    of hosts on the VLAN, both ways. ARP leaves at priority 0, so it
+    of hosts on the VLAN (vlan None: untagged, on eth0), both ways. ARP leaves at priority 0, so it
     shares the best-effort class: while that class is backlogged at the
     switch, a host's re-confirmation of its entry for the other end
     (every ~30 s) waits seconds behind it or is dropped, and all that
@@ -326,7 +327,8 @@ def pinned_neighbours(lab, hosts, rx, vlan=VLAN):
 
     def pin(on, to):
         nic = lab.topology.host(on).nics[0]
-        dev = nic.vlan_dev(next(v for v in nic.vlans if v.id == vlan))
+        dev = nic.name if vlan is None else \
+            nic.vlan_dev(next(v for v in nic.vlans if v.id == vlan))
         addr = lab.topology.address(to, vlan=vlan)
         mac = lab.wire.mac(lab.topology.host(to).nics[0])
         lab.guest(on).run(["ip", "neigh", "replace", addr, "lladdr", mac,

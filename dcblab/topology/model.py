@@ -103,6 +103,18 @@ class Nic:
     # Its link's speed in Mbit/s (None: the driver's, unknown): ethtool
     # shows it, and virtio_net times PFC pauses by it.
     speed: Optional[int] = None
+    # A host NIC that carries RoCEv2: the soft-RoCE (rxe) device the
+    # baseline makes on it (rdma_dev), or "" for none. A switch port's
+    # ingress trust: "pcp" (a tagged frame's priority is its PCP) or
+    # "dscp" (an IP packet whose DSCP has an APP entry of the port gets
+    # that entry's priority; everything else as with "pcp").
+    rdma: bool = False
+    trust: str = "pcp"
+
+    @property
+    def rdma_dev(self) -> str:
+        """The rxe device of an rdma NIC: rxe0 on eth0 (ibv_devices)."""
+        return f"rxe{self.index}" if self.rdma else ""
 
     def vlan_dev(self, vlan: Vlan) -> str:
         return f"{self.name}.{vlan.id}"

@@ -31,7 +31,8 @@ _PORT_NAME = re.compile(r"swp[1-9][0-9]*")
 
 _TOP_KEYS = ("name", "dcbx", "hosts", "switches", "links")
 _SWITCH_KEYS = ("memory_mib", "cpus", "vlans", "dcb", "ports")
-_PORT_KEYS = ("rate", "dcb", "pfc_xoff", "pfc_xon", "pfc_headroom")
+_PORT_KEYS = ("rate", "dcb", "pfc_xoff", "pfc_xon", "pfc_headroom", "trust")
+_TRUST = ("pcp", "dscp")
 # PFC thresholds: bytes, from one frame to 64 MiB
 _PFC_BYTES = (64, 64 << 20)
 _DCB_KEYS = ("prio_tc", "tsa", "bw", "pfc", "apps")
@@ -52,7 +53,7 @@ _RATE_UNITS_SHOWN = ("bit kbit mbit gbit tbit, kibit mibit gibit tibit; "
                      "bytes/s; any case")
 _RATE_MIN, _RATE_MAX = 100_000, 100 * 10**9
 _HOST_KEYS = ("memory_mib", "cpus", "nics")
-_NIC_KEYS = ("ipv4", "ipv6", "vlans")
+_NIC_KEYS = ("ipv4", "ipv6", "vlans", "rdma")
 _VLAN_KEYS = ("id", "ipv4", "ipv6", "egress_qos_map", "ingress_qos_map")
 _LINK_KEYS = ("a", "b", "queues", "speed")
 # ethtool's speeds virtio_net takes: 10 Mbit/s .. 400 Gbit/s
@@ -234,7 +235,8 @@ class _Parser:
             vlans.append(vlan)
         # link and queues are known once the links are read.
         return Nic(host, name, int(name[len("eth"):]), ipv4, ipv6,
-                   tuple(vlans), link="", queues=0)
+                   tuple(vlans), link="", queues=0,
+                   rdma=self.bool(table, "rdma", False, where))
 
     def vlan(self, nic_where: str, i: int, table) -> Vlan:
         vid = table.get("id") if isinstance(table, dict) else None
@@ -298,11 +300,21 @@ class _Parser:
             if xon is not None and xoff is None:
                 self.fail(pwhere, "pfc_xon needs pfc_xoff (the default "
                                   "pfc_xon is half of pfc_xoff)")
+            trust = ptable.get("trust", "pcp")
+            if trust not in _TRUST:
+                self.fail(pwhere, f"trust must be one of "
+                                  f"{', '.join(map(quote, _TRUST))}, got "
+                                  f"{_show(trust)}")
+            if trust == "dscp" and not any(
+                    a.selector == "dscp" for a in (pdcb.apps if pdcb else ())):
+                self.fail(pwhere, 'trust "dscp" needs APP entries with '
+                                  'selector "dscp" in the port\'s dcb (they '
+                                  "map a DSCP to its priority)")
             ports.append(Nic(name, pname, int(pname[len("swp"):]) - 1,
                              None, None, (), link="", queues=0,
                              rate_bps=rate_bps, rate=rate, dcb=pdcb,
                              pfc_xoff=xoff, pfc_xon=xon,
-                             pfc_headroom=headroom))
+                             pfc_headroom=headroom, trust=trust))
         ports.sort(key=lambda n: n.index)
         self.numbered(where, "ports", ports, [f"swp{i + 1}" for i in
                                               range(len(ports))])
