@@ -152,10 +152,13 @@ def test_bad_fabric_file_is_one_line_exit_2_and_nothing_started(tmp_path,
 
 @pytest.mark.parametrize("args, text", [
     (["demo", "two-hosts.toml"], "demo: unknown demo 'two-hosts.toml' "
-     "(known: fabric, netprio, dcbx); a topology goes after it"),
+     "(known: fabric, netprio, dcbx, roce); a topology goes after it"),
     (["demo", "fabric", str(ROOT / "topology" / "two-hosts.toml")],
      "has no switch port with a rate and a dcb table"),
-], ids=["topology-without-demo", "fabric-without-switch"])
+    (["demo", "roce", str(ROOT / "topology" / "two-hosts.toml")],
+     "two-hosts.toml: no switch port has a rate"),
+], ids=["topology-without-demo", "fabric-without-switch",
+        "roce-without-switch"])
 def test_demo_mistakes_are_one_line_and_start_nothing(tmp_path, args, text):
     r = _dcblab(args, {"DCBLAB_RUN": str(tmp_path)})
     assert r.returncode == 2

@@ -18,6 +18,7 @@ from ..core import paths, proc
 from ..core.errors import DcblabError, UsageError
 from ..lab import Lab, leftovers
 from ..scenarios import app_chain, negotiate, two_cgroups_at_once
+from ..scenarios.roce import ERROR_COUNTERS as ERRS
 from ..scenarios.soak import (DEFAULT_BUDGET_S, DEFAULT_CLEAN, DEFAULT_KILLED,
                               soak)
 from ..testing import LabHandle, send
@@ -615,25 +616,30 @@ def _fabric_rows(args, accel):
     ]
 
 
+def _in_fabric_labs(what, tag, n, accel, measure):
+    """measure(handle) in each of n fabric labs of its own, one after the
+    other: the list of what it returned."""
+    topo = load(paths.ROOT / "topology" / "dcb-fabric.toml")
+    runs = []
+    for i in range(n):
+        say(f"bench: {what} {i + 1}/{n}")
+        lab = Lab(topo, f"bench-{tag}-{os.getpid()}")
+        try:
+            lab.up(owner_pid=os.getpid(), accel=accel)
+            runs.append(measure(LabHandle(lab)))
+        finally:
+            lab.down()
+    return runs
+
+
 def _pfc_rows(args, accel):
     """The fabric's lossless class (docs/pfc.md): per run, one lab,
     priority 3 with PFC at 1.2x and 2x the port rate, the negative
     control, and head-of-line blocking."""
     from ..scenarios.pfc import head_of_line, lossless
-    topo = load(paths.ROOT / "topology" / "dcb-fabric.toml")
-    runs = []
-    for i in range(args.pfc_runs):
-        say(f"bench: PFC {i + 1}/{args.pfc_runs}")
-        lab = Lab(topo, f"bench-pfc-{os.getpid()}")
-        try:
-            lab.up(owner_pid=os.getpid(), accel=accel)
-            handle = LabHandle(lab)
-            runs.append({"1.2": lossless(handle, load=1.2),
-                         "2": lossless(handle, load=2.0),
-                         "off": lossless(handle, load=1.2, pfc=False),
-                         "hol": head_of_line(handle)})
-        finally:
-            lab.down()
+    runs = _in_fabric_labs("PFC", "pfc", args.pfc_runs, accel, lambda h: {
+        "1.2": lossless(h, load=1.2), "2": lossless(h, load=2.0),
+        "off": lossless(h, load=1.2, pfc=False), "hol": head_of_line(h)})
     med, n = statistics.median, args.pfc_runs
     rows = []
     for key in ("1.2", "2"):
@@ -661,6 +667,43 @@ def _pfc_rows(args, accel):
                  f"{med(h.slowdown for h in hol):.0f}x",
                  f"median of {n}: PCP-3 prioping h1 -> h2 (idle path), "
                  "median RTT while sw pauses h1 for swp3 over alone"))
+    return rows
+
+
+def _roce_rows(args, accel):
+    """RoCEv2 through the fabric (docs/roce.md): per run, one lab, a
+    stream alone, two streams under load with PFC and without, and
+    ib_send_lat at the strict class and best effort under load."""
+    from ..scenarios.roce import send_latency, write_streams
+    runs = _in_fabric_labs("RoCE", "roce", args.roce_runs, accel, lambda h: {
+        "alone": write_streams(h, senders=("h1",)),
+        "on": write_streams(h, load=1.2),
+        "off": write_streams(h, load=1.2, pfc=False),
+        "strict": send_latency(h, prio=5), "be": send_latency(h, prio=0)})
+    med, n = statistics.median, args.roce_runs
+
+    def m(key, f):
+        return med(f(r[key]) for r in runs)
+    rows = [("RoCE alone: goodput",
+             f"{m('alone', lambda r: r.goodput_mbit_s):.2f} Mbit/s",
+             f"median of {n}: one ib_write_bw h1 -> h3, 10 s window, "
+             "payload rxe's responder took in order; swp3 shaped to 10 "
+             "Mbit/s")]
+    for key, what in (("on", "PFC on"), ("off", "PFC off")):
+        rows.append((f"RoCE 2 streams, {what}: goodput",
+                     f"{m(key, lambda r: r.goodput_mbit_s):.2f} Mbit/s",
+                     f"median of {n}: h1 + h2 -> h3, PCP 0 and 2 at 1.2x "
+                     "the port each; the band's ETS share is 5 Mbit/s"))
+        rows.append((f"  rxe errors, {what}",
+                     f"{m(key, lambda r: r.error_total):.0f}",
+                     f"median of {n}: {', '.join(ERRS)} on both ends"))
+    for key, what in (("strict", "strict (DSCP 46)"),
+                      ("be", "best effort (DSCP 0)")):
+        rows.append((f"RoCE latency under load, {what}",
+                     f"{m(key, lambda r: r.t_avg_us / 1000):.2f} ms",
+                     f"median of {n}: ib_send_lat h1 -> h3, average over "
+                     f"16 s; round trips {m(key, lambda r: r.iterations):.0f}"
+                     " (inf: none completed)"))
     return rows
 
 
@@ -752,6 +795,8 @@ def bench(args):
         rows += _fabric_rows(args, accel)
     if args.pfc_runs:
         rows += _pfc_rows(args, accel)
+    if args.roce_runs:
+        rows += _roce_rows(args, accel)
     if args.soak_clean or args.soak_killed:
         rows += _soak_rows(args)
     if args.suite:
@@ -809,6 +854,9 @@ def add_parsers(sub):
     p.add_argument("--pfc-runs", type=int, default=1,
                    help="fabric labs for the PFC figures (docs/pfc.md), "
                         "~2 min each (default 1; 0 skips)")
+    p.add_argument("--roce-runs", type=int, default=1,
+                   help="fabric labs for the RoCE figures (docs/roce.md), "
+                        "~3 min each (default 1; 0 skips)")
     p.add_argument("--fabric-runs", type=int, default=2,
                    help="dcb-fabric labs to time up, the switch's forwarding "
                         "rate and the ETS share error in (default 2; 0 "

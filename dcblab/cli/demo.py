@@ -1,4 +1,5 @@
-"""`dcblab demo` is the fabric demonstration (demo_fabric.py). `dcblab
+"""`dcblab demo` is the fabric demonstration (demo_fabric.py); `dcblab
+demo roce` RoCEv2 through it (demo_roce.py). `dcblab
 demo netprio`: the two-VM lab up, what it holds, a ping across, the
 two-cgroup scenario live, down. `dcblab demo dcbx`: the lab up with lldpad,
 DCBX negotiation (h1's driver before and after) and the APP chain
@@ -19,7 +20,8 @@ from ..testing.dcb import fresh_lldpad
 from ..topology import load
 from .common import need_images, say, sigterm_as_exit
 
-__all__ = ["add_parsers", "demo", "lab_splats", "verdict", "print_table"]
+__all__ = ["add_parsers", "demo", "lab_splats", "verdict", "print_table",
+           "lab_up"]
 
 PER_FLOW = 50_000
 VLAN = 100
@@ -104,9 +106,7 @@ def demo(topology=None, name="demo"):
     say(f"dcblab demo: bringing up lab {name} ({topo.path}) ...")
     t0 = time.monotonic()
     try:
-        timings = the_lab.up(owner_pid=os.getpid(),
-                             progress=lambda m: say(f"  {m}"))
-        lab = LabHandle(the_lab)
+        timings, lab = lab_up(the_lab)
         _show(lab, timings)
         say(f"\nscenario: two cgroups on h1 send at once; net_prio maps "
             f"them to priorities {' and '.join(map(str, DEFAULT_PRIOS.values()))}"
@@ -181,9 +181,7 @@ def demo_dcbx(topology=None, name="demo-dcbx"):
     t0 = time.monotonic()
     wrong = []
     try:
-        timings = the_lab.up(owner_pid=os.getpid(),
-                             progress=lambda m: say(f"  {m}"))
-        lab = LabHandle(the_lab)
+        timings, lab = lab_up(the_lab)
         say(f"\nlab {name} up in {timings['total']:.2f}s, lldpad running in "
             "h1 and h2; h1 willing, h2 not")
         say("\nDCBX: h2 recommends ETS (ETS-REC), PFC and an APP entry; "
@@ -227,6 +225,13 @@ def demo_dcbx(topology=None, name="demo-dcbx"):
     return verdict("dcblab demo dcbx", splats, wrong)
 
 
+def lab_up(the_lab):
+    """Bring the_lab up, its progress printed: (timings, LabHandle)."""
+    timings = the_lab.up(owner_pid=os.getpid(),
+                         progress=lambda m: say(f"  {m}"))
+    return timings, LabHandle(the_lab)
+
+
 def lab_splats(the_lab):
     """Every kernel splat on the lab's consoles since boot."""
     return [s for m in the_lab.machines.values()
@@ -244,7 +249,7 @@ def verdict(prog, splats, wrong):
     return 1 if wrong else 0
 
 
-DEMOS = ("fabric", "netprio", "dcbx")
+DEMOS = ("fabric", "netprio", "dcbx", "roce")
 
 
 def cmd_demo(args):
@@ -268,8 +273,14 @@ def cmd_demo(args):
                    for p in sw.nics):
             raise UsageError(f"demo fabric: topology {topology} has no "
                              "switch port with a rate and a dcb table")
+    if kind == "roce":
+        from .demo_roce import FABRIC, check_roce_topology
+        check_roce_topology(load(topology or FABRIC))
     need_images()
     sigterm_as_exit()
+    if kind == "roce":
+        from .demo_roce import demo_roce
+        return demo_roce(topology, args.name or "demo-roce")
     if kind == "dcbx":
         return demo_dcbx(topology, args.name or "demo-dcbx")
     if kind == "netprio":
@@ -283,14 +294,17 @@ def add_parsers(sub):
                                     "topology/dcb-fabric.toml (default); "
                                     "`demo netprio`: the two-VM net_prio "
                                     "scenario; `demo dcbx`: DCBX and the APP "
-                                    "chain between two guests",
+                                    "chain between two guests; `demo roce`: "
+                                    "RoCEv2 over soft-RoCE through the "
+                                    "fabric, with PFC and without",
                        usage="dcblab demo [-h] [--name NAME] "
-                             "[fabric|netprio|dcbx] [TOPOLOGY]")
-    p.add_argument("what", nargs="*", metavar="[fabric|netprio|dcbx] "
+                             "[fabric|netprio|dcbx|roce] [TOPOLOGY]")
+    p.add_argument("what", nargs="*", metavar="[fabric|netprio|dcbx|roce] "
                                               "[TOPOLOGY]",
                    help="which demo (default fabric); a topology file "
-                        "(default topology/dcb-fabric.toml for fabric, "
-                        f"{paths.default_topology()} for the others)")
+                        "(default topology/dcb-fabric.toml for fabric and "
+                        f"roce, {paths.default_topology()} for the others)")
     p.add_argument("--name", default=None,
-                   help="lab name (default demo-fabric, demo, demo-dcbx)")
+                   help="lab name (default demo-fabric, demo, demo-dcbx, "
+                        "demo-roce)")
     p.set_defaults(func=cmd_demo)

@@ -11,7 +11,6 @@ more than SHARE_TOLERANCE, a frame arrived with a wrong PCP, the
 lossless priority dropped a frame at sw, or a kernel splat appeared."""
 
 import json
-import os
 import threading
 import time
 
@@ -20,11 +19,10 @@ from ..lab import Lab
 from ..lab.switch import port_bands
 from ..scenarios.fabric import congested_port, offer, parse_class_stats
 from ..scenarios.pfc import pfc_counters
-from ..testing import LabHandle
 from ..testing.dcb import apps_of, ets_of, pfc_of, wait_for
 from ..topology import load
 from .common import say
-from .demo import lab_splats, print_table, verdict
+from .demo import lab_splats, lab_up, print_table, verdict
 
 __all__ = ["demo_fabric", "FABRIC", "SHARE_TOLERANCE"]
 
@@ -123,9 +121,7 @@ def demo_fabric(topology=None, name="demo-fabric"):
     t0 = time.monotonic()
     wrong = []
     try:
-        timings = the_lab.up(owner_pid=os.getpid(),
-                             progress=lambda m: say(f"  {m}"))
-        lab = LabHandle(the_lab)
+        timings, lab = lab_up(the_lab)
         hosts = [h.name for h in topo.hosts if not h.is_switch]
         say(f"\nlab {name} up in {timings['total']:.2f}s: hosts "
             f"{', '.join(hosts)}; switch {sw.name} (ports "

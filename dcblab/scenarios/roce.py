@@ -1,0 +1,531 @@
+"""RoCEv2 through the fabric (docs/roce.md): soft-RoCE (rxe0 on each
+host's eth0, topology key ``rdma``) runs perftest's RDMA writes and sends
+from h1 and h2 to h3 across sw's congested port. Used by
+tests/test_roce.py, ``dcblab demo roce`` and ``dcblab bench``.
+
+How a RoCE packet gets its priority, as deployed: perftest asks rdma_cm
+for a ToS (``-T``: DSCP 26 << 2), rxe writes it into the IP header of
+every packet of the QP; dcbapp-netprio on the host turns the APP DSCP
+entry sw advertised by DCBX into an nftables output rule (DSCP 26 ->
+priority 3, on eth0 and its VLANs), since rxe sends from kernel sockets
+that no net_prio cgroup holds; priority 3 picks the TC's TX queues on
+eth0 (and PCP 3 on a VLAN); sw's ports trust DSCP, so the packet has
+priority 3 on sw too and waits in the ETS band of TC 2, whose PFC
+pauses the senders' priority 3 instead of dropping.
+
+What is counted where: perftest's own bandwidth and latency; rxe's
+counters (``rdma statistic``) on both ends of each QP, before and after;
+sw's DSCP trust filter per ingress port (its skbedit counts the packets
+it gave the priority) and the congested port's bands (packets, drops);
+the senders' TX queues of the TC (ethtool -S, per queue).
+"""
+
+import concurrent.futures
+import contextlib
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+
+from ..guest.agent import AgentError, AgentTimeout
+from ..lab import start_dcbapp, stop_dcbapp
+from ..lab.switch import ETS_HANDLE
+from ..testing.dcb import tx_queue_packets, wait_for
+from .fabric import class_stats, congested_port, offer, pinned_neighbours
+from .pfc import band_of, pfc_counters, set_switch_pfc
+
+__all__ = ["RXE", "ERROR_COUNTERS", "rxe_stats", "roce_dscp", "Stream",
+           "StreamsResult", "write_streams", "dscp_filter_packets",
+           "dscp_rules", "parse_bw", "roce_apps", "LatencyResult",
+           "send_latency", "parse_lat_avg", "wait_listening"]
+
+RXE = "rxe0"
+# rxe's counters that say a packet was lost, late or sent twice: the
+# requester's sequence errors (a NAK), its retries on a timeout or NAK,
+# the responder's duplicates and out-of-sequence requests, and QPs that
+# ran out of retries.
+ERROR_COUNTERS = ("rcvd_seq_err", "completer_retry_err", "duplicate_request",
+                  "out_of_seq_request", "retry_exceeded_err")
+# perftest's rdma_cm port of the first stream; one per stream after it.
+PORT = 18515
+SIZE = 65536            # bytes per RDMA write
+# RDMA payload per packet: ibv_devinfo's active_mtu of rxe on a
+# 1500-byte Ethernet MTU (a 64 KiB write is 64 packets).
+ROCE_MTU = 1024
+# What a stream's run holds besides the window: the connects (one
+# after the other) and a second before the window.
+STARTUP_S = 8
+# QP timeout 4.096 us x 2^U: 2^18 ~ 1.07 s. perftest's default (14, 67
+# ms) retried on a quiet fabric under TCG: a TCG guest can hold an ACK
+# longer than that (docs/roce.md, "What rxe under TCG does").
+QP_TIMEOUT = 18
+NFT = "/usr/sbin/nft"
+
+
+def rxe_stats(guest, dev=RXE):
+    """rxe's counters of dev's port 1 (`rdma statistic show link`)."""
+    out = json.loads(guest.run(["rdma", "-j", "statistic", "show", "link",
+                                f"{dev}/1"]).stdout)
+    return {k: v for k, v in out[0].items()
+            if isinstance(v, int) and k != "port"}
+
+
+def _delta(a, b):
+    return {k: b[k] - a.get(k, 0) for k in b}
+
+
+def roce_apps(topology, prio=None):
+    """The DSCP APP entries of the congested port (sw advertises them):
+    [(dscp, priority)], those of priority prio only when given."""
+    _, port, _ = congested_port(topology)
+    return [(a.protocol, a.priority) for a in port.dcb.apps
+            if a.selector == "dscp" and (prio is None or a.priority == prio)]
+
+
+def roce_dscp(topology, prio=3):
+    """The DSCP the fabric gives priority prio (its APP entry)."""
+    apps = roce_apps(topology, prio)
+    if not apps:
+        raise ValueError(f"{topology.path}: no APP DSCP entry gives "
+                         f"priority {prio}")
+    return apps[0][0]
+
+
+def parse_bw(out):
+    """(iterations, MiB/s average) of an ib_write_bw report."""
+    return _perftest_row(out, "#bytes", (1, 3), (int, float))
+
+
+def _perftest_row(out, head, cols, types):
+    lines = out.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip().startswith(head) and i + 1 < len(lines):
+            words = lines[i + 1].split()
+            try:
+                return tuple(t(words[c]) for c, t in zip(cols, types))
+            except (IndexError, ValueError):
+                break
+    raise ValueError(f"no perftest result row in: {out[-400:]!r}")
+
+
+def dscp_filter_packets(guest, dev, dscp):
+    """Packets sw's DSCP trust filters of dev gave a priority, for dscp
+    (all four: IPv4, IPv6, untagged and tagged; handle DSCP + 1)."""
+    out = json.loads(guest.run(["tc", "-s", "-j", "filter", "show", "dev",
+                                dev, "ingress"]).stdout)
+    n = 0
+    for f in out:
+        opts = f.get("options", {})
+        if opts.get("handle") != dscp + 1 or "ip_tos" not in \
+                opts.get("keys", {}):
+            continue
+        n += sum(a.get("stats", {}).get("packets", 0)
+                 for a in opts.get("actions", []))
+    return n
+
+
+def dscp_rules(guest):
+    """The rules of dcbapp-netprio's table (its DSCP -> priority), as
+    `nft -n list table inet dcbapp` prints them (DSCP in hex: 0x1a)."""
+    res = guest.run([NFT, "-n", "list", "table", "inet", "dcbapp"],
+                    check=False)
+    return [ln.strip() for ln in res.stdout.splitlines()
+            if "dscp" in ln] if res.rc == 0 else []
+
+
+@dataclass
+class Stream:
+    """One ib_write_bw stream: perftest's own figures over its run."""
+    src: str
+    dst: str
+    port: int
+    iterations: int = 0
+    mib_s: float = 0.0                   # perftest's average, its run
+    sent_pkts: int = 0                   # rxe's on src, in the window
+    # its QP was still connected at the window's end; perftest's exit
+    # status and, when it failed, the last line it wrote to stderr
+    # (rxe gave up: "transport retry counter exceeded")
+    through_window: bool = True
+    rc: int = 0
+    failure: str = ""
+
+    @property
+    def mbit_s(self):
+        return self.mib_s * 8 * 1.048576
+
+
+@dataclass
+class StreamsResult:
+    """RoCE streams measured over a window of `window` seconds in the
+    middle of their runs (with load: while the load ran): everything
+    below counts that window only, from the kernel's counters."""
+    pfc: bool
+    window: float
+    dscp: int
+    prio: int
+    vlan: object                          # None: untagged
+    loaded: bool                          # bulk PCPs beside them
+    streams: list
+    # rxe's responder on the receiver: packets it took in order, and
+    # each error counter of ERROR_COUNTERS, both ends summed
+    accepted: int = 0
+    errors: dict = field(default_factory=dict)
+    band_bytes: int = 0                   # the RoCE band at the port
+    band_packets: int = 0
+    band_drops: int = 0
+    other_drops: int = 0                  # the other bands
+    trusted: dict = field(default_factory=dict)  # {sw port: packets}
+    indications: dict = field(default_factory=dict)  # {host: PFC frames}
+    bulk_mbit_s: dict = field(default_factory=dict)  # {pcp: at rx}
+    tx_queues: dict = field(default_factory=dict)  # {host: {q: packets}}
+
+    @property
+    def goodput_mbit_s(self):
+        """RDMA payload the receiver's rxe took in order, Mbit/s."""
+        return self.accepted * ROCE_MTU * 8 / self.window / 1e6
+
+    @property
+    def throughput_mbit_s(self):
+        """What the congested port sent of the RoCE band (retries and
+        headers included), Mbit/s."""
+        return self.band_bytes * 8 / self.window / 1e6
+
+    @property
+    def error_total(self):
+        return sum(self.errors.values())
+
+    def as_json(self):
+        return {**{k: v for k, v in vars(self).items() if k != "streams"},
+                "streams": [{**vars(s), "mbit_s": s.mbit_s}
+                            for s in self.streams],
+                "goodput_mbit_s": self.goodput_mbit_s,
+                "throughput_mbit_s": self.throughput_mbit_s}
+
+
+def _dst_addr(lab, rx, vlan):
+    return lab.topology.address(rx, vlan=vlan)
+
+
+def wait_listening(guest, ports, timeout=20.0):
+    """Until rdma_cm listens on every port (perftest servers)."""
+    def listening():
+        out = json.loads(guest.run(["rdma", "-j", "resource", "show",
+                                    "cm_id"]).stdout)
+        return {int(c["src-addr"].rsplit(":", 1)[1]) for c in out
+                if c.get("state") == "LISTEN" and "src-addr" in c}
+    wait_for(f"{guest.name}: perftest listening on rdma_cm ports {ports}",
+             listening, lambda got: set(ports) <= got, timeout=timeout,
+             interval=0.2)
+
+
+def _qp_states(guest):
+    out = json.loads(guest.run(["rdma", "-j", "resource", "show",
+                                "qp"]).stdout)
+    return [q.get("state") for q in out if q.get("comm") in
+            ("ib_write_bw", "ib_send_lat")]
+
+
+def _connected(guest):
+    """Whether guest's perftest has a connected QP (state RTS)."""
+    return "RTS" in _qp_states(guest)
+
+
+def _wait_connected(guest, timeout=30.0):
+    """Until guest's perftest QP is connected (state RTS)."""
+    wait_for(f"{guest.name}: perftest's QP connected",
+             lambda: _qp_states(guest), lambda st: "RTS" in st,
+             timeout=timeout, interval=0.2)
+
+
+def _wait_or_kill(guest, spawned, timeout):
+    """spawned's result once it exited within timeout seconds, else
+    None: killed."""
+    try:
+        return guest.wait(spawned, timeout=timeout, check=False)
+    except AgentTimeout:
+        _reap(guest, [spawned])
+        return None
+
+
+def _reap(guest, spawned):
+    """Servers left by a failed run: killed (their QPs go with them)."""
+    for s in spawned:
+        guest.run(["kill", str(s.pid)], check=False)
+        try:
+            guest.wait(s, timeout=30, check=False)
+        except AgentError:      # already reaped: the wait that failed
+            pass
+
+
+def _perftest(tool, tos, port, seconds=None, extra=()):
+    argv = [tool, "-R", "-d", RXE, "-p", str(port), "-T", str(tos), "-F",
+            "-u", str(QP_TIMEOUT), *extra]
+    if seconds:
+        argv += ["-D", str(int(seconds))]
+    return argv
+
+
+def _with_dcbapp(lab, hosts):
+    """Start dcbapp-netprio on each host (eth0 and its VLANs) and wait
+    until its DSCP rules are in: what turns sw's APP DSCP entry, learnt
+    by DCBX, into the priority of rxe's packets."""
+    dscps = [d for d, _ in roce_apps(lab.topology)]
+    for h in hosts:
+        start_dcbapp(lab.guest(h).machine, "--dev", "eth0")
+    for h in hosts:
+        g = lab.guest(h)
+        wait_for(f"{h}: dcbapp-netprio's DSCP rules for {dscps}",
+                 lambda g=g: dscp_rules(g),
+                 lambda r: all(any(f"dscp {d:#x} " in ln for ln in r)
+                               for d in dscps), timeout=20)
+
+
+def _stop_dcbapp(lab, hosts):
+    for h in hosts:
+        stop_dcbapp(lab.guest(h).machine)
+
+
+def _load_on(g_sw, port, pcp, timeout=30.0):
+    """Until the congested port's band of pcp sends (the load runs)."""
+    cid = band_of(port.dcb, pcp)
+
+    def sent():
+        return class_stats(g_sw, port.name).get(cid, {}).get("packets", 0)
+    first = sent()
+    wait_for(f"{g_sw.name}:{port.name}: load on priority {pcp}", sent,
+             lambda n: n > first + 200, timeout=timeout, interval=0.25)
+
+
+def write_streams(lab, *, senders=("h1", "h2"), seconds=10.0, prio=3,
+                  vlan=None, load=0.0, lossy=(0, 2), pfc=True):
+    """An RDMA write stream (ib_write_bw, 64 KiB writes) from each sender
+    to the congested port's host, at the DSCP the fabric gives prio,
+    untagged (vlan None) or on a VLAN, measured over a window of seconds
+    once all are connected; with load, lossy PCPs offered at load x the
+    port's rate from the senders (fabric.offer) from before the window
+    to after it; with pfc False, sw's ports have PFC off for the run
+    (the negative control)."""
+    topo = lab.topology
+    sw, port, rx = congested_port(topo)
+    g_sw, g_rx = lab.guest(sw.name), lab.guest(rx)
+    dscp = roce_dscp(topo, prio)
+    tos = dscp << 2
+    hosts = (*senders, rx)
+    facing = {p.name: p.peer.split(":")[0] for p in sw.nics}
+    ports = [PORT + i for i in range(len(senders))]
+    band = band_of(port.dcb, prio)
+    # perftest's run: the connects, the load's start, the window, and a
+    # margin; a stream that ended inside the window fails the run.
+    run_s = int(seconds + (STARTUP_S + 10 if load else STARTUP_S))
+    dst = _dst_addr(lab, rx, vlan)
+    servers, clients, bulk, loader = [], [], {}, None
+    pins = contextlib.ExitStack()
+    try:
+        if not pfc:
+            set_switch_pfc(lab, sw, [])
+            # the hosts (willing) take it by DCBX: their drivers no
+            # longer pause nor cap a TX ring for PFC
+            for h in hosts:
+                wait_for(f"{h}: PFC off by DCBX",
+                         lambda g=lab.guest(h): pfc_counters(g, "eth0")
+                         ["prio_pfc"], lambda m: not any(m), timeout=20)
+        _with_dcbapp(lab, hosts)
+        # ARP is priority 0: in an overloaded best-effort band a
+        # re-resolution of h3's address is lost, and rxe's packets wait
+        # for it (seen: a stream stalled for the whole load, its 64
+        # packets in flight stuck). Pinned for the run, as fabric.offer
+        # does on the VLAN.
+        if load:
+            pins.enter_context(pinned_neighbours(lab, senders, rx, vlan))
+        servers = [g_rx.spawn(_perftest("ib_write_bw", tos, p, run_s,
+                                        ("-s", str(SIZE))))
+                   for p in ports]
+        wait_listening(g_rx, ports)
+        # One connection at a time: two rdma_cm connects to h3 at the
+        # same moment had one of them rejected (RDMA_CM_EVENT_REJECTED,
+        # status 8) in each of three tries, and perftest then crashed
+        # (SIGSEGV); one after the other they connect (docs/roce.md).
+        # rdma_cm's MADs carry no DSCP (priority 0), so they are made
+        # before the load: in an overloaded best-effort band they are
+        # lost and retried for seconds.
+        for h, p in zip(senders, ports):
+            clients.append((h, lab.guest(h).spawn(_perftest(
+                "ib_write_bw", tos, p, run_s, ("-s", str(SIZE), dst)))))
+            _wait_connected(lab.guest(h))
+        if load:
+            def run_load():
+                bulk["r"] = offer(lab, lossy, load=load,
+                                  seconds=seconds + 5, senders=senders,
+                                  warmup=1.5)
+            loader = threading.Thread(target=run_load)
+            loader.start()
+            _load_on(g_sw, port, lossy[0])
+        time.sleep(1.0)
+
+        def sample():
+            # Each guest's counters read in parallel: under the load a
+            # guest command takes up to a second (TCG), and the reads
+            # one after the other took ~5 s. t: when the receiver's rxe
+            # counters (the goodput) were read.
+            def at_rx():
+                return rxe_stats(g_rx), time.monotonic()
+
+            def at_sender(h):
+                g = lab.guest(h)
+                return (rxe_stats(g), tx_queue_packets(g),
+                        pfc_counters(g, "eth0")["indications"][prio])
+
+            def at_sw():
+                return (class_stats(g_sw, port.name),
+                        {p: dscp_filter_packets(g_sw, p, dscp)
+                         for p in facing})
+            with concurrent.futures.ThreadPoolExecutor() as pool:
+                rx_f = pool.submit(at_rx)
+                snd = {h: pool.submit(at_sender, h) for h in senders}
+                sw_f = pool.submit(at_sw)
+                (rx_stats, t), cls_now, f_now = (rx_f.result(),
+                                                 *sw_f.result())
+                snd = {h: f.result() for h, f in snd.items()}
+            return dict(
+                rxe={rx: rx_stats, **{h: v[0] for h, v in snd.items()}},
+                q={h: v[1] for h, v in snd.items()}, cls=cls_now,
+                f=f_now, ind={h: v[2] for h, v in snd.items()}, t=t)
+        a = sample()
+        time.sleep(seconds)
+        b = sample()
+        alive = {h: _connected(lab.guest(h)) for h in senders}
+        outs = [(h, lab.guest(h).wait(c, timeout=run_s + 90, check=False))
+                for h, c in clients]
+        clients = []
+        # A server whose client died waits for it: killed after a while.
+        for sv in servers:
+            _wait_or_kill(g_rx, sv, 0 if any(r.rc for _, r in outs)
+                          else 60)
+        servers = []
+        if loader:
+            loader.join()
+            loader = None
+    finally:
+        if loader:
+            loader.join()
+        pins.close()
+        for h, c in clients:
+            _reap(lab.guest(h), [c])
+        _reap(g_rx, servers)
+        _stop_dcbapp(lab, hosts)
+        if not pfc:
+            set_switch_pfc(lab, sw, port.dcb.pfc)
+    d = {h: _delta(a["rxe"][h], b["rxe"][h]) for h in hosts}
+    streams = []
+    for (h, res), p in zip(outs, ports):
+        try:
+            it, mib = parse_bw(res.stdout)
+        except ValueError:
+            if res.rc == 0:
+                raise
+            it, mib = 0, 0.0
+        err = [ln.strip() for ln in res.stderr.splitlines() if ln.strip()]
+        streams.append(Stream(h, rx, p, it, mib, d[h].get("sent_pkts", 0),
+                              alive[h], res.rc,
+                              err[-1] if res.rc and err else ""))
+
+    def cls(key, cid):
+        return b["cls"].get(cid, {}).get(key, 0) - \
+            a["cls"].get(cid, {}).get(key, 0)
+    others = [c for c in b["cls"] if c.startswith(ETS_HANDLE) and c != band]
+    dr = d[rx]
+    return StreamsResult(
+        pfc=pfc, window=b["t"] - a["t"], dscp=dscp, prio=prio, vlan=vlan,
+        loaded=bool(load), streams=streams,
+        accepted=(dr.get("rcvd_pkts", 0) - dr.get("duplicate_request", 0)
+                  - dr.get("out_of_seq_request", 0)),
+        errors={k: sum(d[h].get(k, 0) for h in hosts)
+                for k in ERROR_COUNTERS},
+        band_bytes=cls("bytes", band), band_packets=cls("packets", band),
+        band_drops=cls("drops", band),
+        other_drops=sum(cls("drops", c) for c in others),
+        trusted={p: b["f"][p] - a["f"][p] for p in facing},
+        indications={h: b["ind"][h] - a["ind"][h] for h in senders},
+        bulk_mbit_s=({p: v / 1e6 for p, v in bulk["r"].got_bps.items()}
+                     if "r" in bulk else {}),
+        tx_queues={h: _delta(a["q"][h], b["q"][h]) for h in senders})
+
+
+def parse_lat_avg(out):
+    """(iterations, t_avg us) of an ib_send_lat report in duration mode
+    (-D), which gives the average only."""
+    it, avg = _perftest_row(out, "#bytes", (1, 2), (int, float))
+    return it, avg
+
+
+@dataclass
+class LatencyResult:
+    """ib_send_lat round trips at one DSCP, its run mostly under load."""
+    prio: int                      # the priority the DSCP maps to (0: none)
+    dscp: int
+    loaded: bool
+    seconds: int
+    iterations: int
+    t_avg_us: float                # perftest: average one-way latency
+    errors: dict = field(default_factory=dict)   # rxe's, both ends
+
+    def as_json(self):
+        return vars(self)
+
+
+def send_latency(lab, *, prio=5, src="h1", seconds=16, load=1.2,
+                 lossy=(0, 2), size=64):
+    """ib_send_lat from src to the congested port's host for seconds, at
+    the DSCP the fabric gives prio (prio without one: DSCP 0, best
+    effort), connected first and then (load) with lossy PCPs offered at
+    load x the port's rate from h1 and h2 for the rest of the run.
+    perftest measures the middle (its 2 s margins off), so the load,
+    on ~2 s after the connect, covers nearly all of what is measured;
+    duration mode reports the average only."""
+    topo = lab.topology
+    _, port, rx = congested_port(topo)
+    g_sw = lab.guest(congested_port(topo)[0].name)
+    apps = {p: d for d, p in roce_apps(topo)}
+    dscp = apps.get(prio, 0)
+    tos = dscp << 2
+    g_rx, g_src = lab.guest(rx), lab.guest(src)
+    hosts = (src, rx)
+    lat_port = PORT + 7
+    _with_dcbapp(lab, hosts)
+    bulk, server, client, loader = {}, None, None, None
+    pins = contextlib.ExitStack()
+    try:
+        if load:
+            pins.enter_context(pinned_neighbours(lab, [src], rx, None))
+        extra = ("-s", str(size))
+        server = g_rx.spawn(_perftest("ib_send_lat", tos, lat_port, seconds,
+                                      extra))
+        wait_listening(g_rx, [lat_port])
+        before = {h: rxe_stats(lab.guest(h)) for h in hosts}
+        client = g_src.spawn(_perftest("ib_send_lat", tos, lat_port,
+                                       seconds, (*extra, topo.address(rx))))
+        _wait_connected(g_src)
+        if load:
+            def run_load():
+                bulk["r"] = offer(lab, lossy, load=load, seconds=seconds,
+                                  warmup=1.0)
+            loader = threading.Thread(target=run_load)
+            loader.start()
+            _load_on(g_sw, port, lossy[0])
+        res = g_src.wait(client, timeout=seconds + 90)
+        client = None
+        _wait_or_kill(g_rx, server, 30)
+        server = None
+        after = {h: rxe_stats(lab.guest(h)) for h in hosts}
+    finally:
+        if loader:
+            loader.join()
+        pins.close()
+        _reap(g_src, [client] if client else [])
+        _reap(g_rx, [server] if server else [])
+        _stop_dcbapp(lab, hosts)
+    it, avg = parse_lat_avg(res.stdout)
+    errs = {k: sum(after[h][k] - before[h][k] for h in hosts)
+            for k in ERROR_COUNTERS}
+    return LatencyResult(prio if dscp else 0, dscp, bool(load), seconds, it,
+                         avg, errs)
