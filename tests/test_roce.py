@@ -5,9 +5,9 @@ sends; its priority comes from the DSCP sw advertises (APP DSCP 26 ->
 its ports' DSCP trust. The scenarios are dcblab.scenarios.roce.
 
 Not here: RoCE streams beside bulk traffic with PFC and without. Under
-that load the streams stalled in this lab with PFC on and off alike
-(docs/roce.md, "Open: RoCE under load"), so there is no behaviour yet to
-assert that would be PFC's."""
+that load the streams stall in this lab, with PFC on and often with it
+off, differently from run to run (docs/roce.md, "Open: RoCE under
+load"): there is no behaviour of PFC's yet to assert."""
 
 import json
 
@@ -16,7 +16,7 @@ from dcblab.scenarios.roce import (dscp_rules, roce_dscp, send_latency,
                                    write_streams)
 from dcblab.testing.dcb import queue_tcs
 
-# Stream length, seconds: perftest measures within 2 s margins of it.
+# The window the streams are counted over, seconds.
 SECONDS = 10
 
 

@@ -4,14 +4,17 @@ from h1 and h2 to h3 across sw's congested port. Used by
 tests/test_roce.py, ``dcblab demo roce`` and ``dcblab bench``.
 
 How a RoCE packet gets its priority, as deployed: perftest asks rdma_cm
-for a ToS (``-T``: DSCP 26 << 2), rxe writes it into the IP header of
-every packet of the QP; dcbapp-netprio on the host turns the APP DSCP
-entry sw advertised by DCBX into an nftables output rule (DSCP 26 ->
-priority 3, on eth0 and its VLANs), since rxe sends from kernel sockets
-that no net_prio cgroup holds; priority 3 picks the TC's TX queues on
-eth0 (and PCP 3 on a VLAN); sw's ports trust DSCP, so the packet has
-priority 3 on sw too and waits in the ETS band of TC 2, whose PFC
-pauses the senders' priority 3 instead of dropping.
+for a ToS (``-T``: DSCP 26 << 2), and rxe writes it into the IP header
+of the QP's RDMA writes (not of rdma_cm's MADs nor of perftest's
+exchange over the QP before them: those were ToS 0 in every capture,
+docs/roce.md); dcbapp-netprio on the host turns the APP DSCP entry sw
+advertised by DCBX into an nftables output rule (DSCP 26 -> priority 3,
+on eth0 and its VLANs), since rxe sends from kernel sockets that no
+net_prio cgroup holds; priority 3 picks the TC's TX queues on eth0 (and
+PCP 3 on a VLAN); sw's ports trust DSCP, so the packet has priority 3
+on sw too and waits in the ETS band of TC 2, where PFC is meant to
+pause the senders' priority 3 instead of dropping (under load it does
+not yet: docs/roce.md, "Open: RoCE under load").
 
 What is counted where: perftest's own bandwidth and latency; rxe's
 counters (``rdma statistic``) on both ends of each QP, before and after;
@@ -55,9 +58,10 @@ ROCE_MTU = 1024
 # What a stream's run holds besides the window: the connects (one
 # after the other) and a second before the window.
 STARTUP_S = 8
-# QP timeout 4.096 us x 2^U: 2^18 ~ 1.07 s. perftest's default (14, 67
-# ms) retried on a quiet fabric under TCG: a TCG guest can hold an ACK
-# longer than that (docs/roce.md, "What rxe under TCG does").
+# QP timeout 4.096 us x 2^U: 2^18 ~ 1.07 s. With perftest's default (14,
+# 67 ms) rxe retried on a quiet two-host lab under TCG (a capture
+# running in the receiver): a TCG guest can hold an ACK longer than that
+# (docs/roce.md, "What rxe under TCG does").
 QP_TIMEOUT = 18
 NFT = "/usr/sbin/nft"
 
