@@ -14,7 +14,7 @@ import json
 from dcblab.lab.baseline import restore
 from dcblab.scenarios.roce import (dscp_rules, roce_dscp, send_latency,
                                    write_streams)
-from dcblab.testing.dcb import queue_tcs
+from dcblab.testing.dcb import ets_of, queue_tcs
 
 # The window the streams are counted over, seconds.
 SECONDS = 10
@@ -46,9 +46,7 @@ def test_restore_makes_a_deleted_rxe_device_again(fabric):
 def _roce_tc_queues(g, prio=3):
     """The TX queues of eth0's traffic class of prio (the class DCBX
     gave the host), and that class."""
-    dcb = json.loads(g.run(["dcb", "-j", "ets", "show", "dev",
-                            "eth0"]).stdout)
-    tc = dcb["prio_tc"][prio]
+    tc = ets_of(g)["prio_tc"][prio]
     return tc, {q for q, t in queue_tcs(g).items() if t == tc}
 
 

@@ -206,10 +206,6 @@ class StreamsResult:
                 "throughput_mbit_s": self.throughput_mbit_s}
 
 
-def _dst_addr(lab, rx, vlan):
-    return lab.topology.address(rx, vlan=vlan)
-
-
 def wait_listening(guest, ports, timeout=20.0):
     """Until rdma_cm listens on every port (perftest servers)."""
     def listening():
@@ -289,15 +285,28 @@ def _stop_dcbapp(lab, hosts):
         stop_dcbapp(lab.guest(h).machine)
 
 
-def _load_on(g_sw, port, pcp, timeout=30.0):
-    """Until the congested port's band of pcp sends (the load runs)."""
-    cid = band_of(port.dcb, pcp)
+def _start_load(lab, lossy, load, seconds, warmup, **kw):
+    """fabric.offer(lossy PCPs at load x the port's rate) in a thread,
+    returned once the congested port's band of lossy[0] sends; the
+    offer's result lands in the returned dict under "r" when the thread
+    ends."""
+    sw, port, _ = congested_port(lab.topology)
+    g_sw = lab.guest(sw.name)
+    cid = band_of(port.dcb, lossy[0])
+    got = {}
+
+    def run():
+        got["r"] = offer(lab, lossy, load=load, seconds=seconds,
+                         warmup=warmup, **kw)
 
     def sent():
         return class_stats(g_sw, port.name).get(cid, {}).get("packets", 0)
     first = sent()
-    wait_for(f"{g_sw.name}:{port.name}: load on priority {pcp}", sent,
-             lambda n: n > first + 200, timeout=timeout, interval=0.25)
+    thread = threading.Thread(target=run)
+    thread.start()
+    wait_for(f"{sw.name}:{port.name}: load on priority {lossy[0]}", sent,
+             lambda n: n > first + 200, timeout=30, interval=0.25)
+    return thread, got
 
 
 def write_streams(lab, *, senders=("h1", "h2"), seconds=10.0, prio=3,
@@ -321,7 +330,7 @@ def write_streams(lab, *, senders=("h1", "h2"), seconds=10.0, prio=3,
     # perftest's run: the connects, the load's start, the window, and a
     # margin; a stream that ended inside the window fails the run.
     run_s = int(seconds + (STARTUP_S + 10 if load else STARTUP_S))
-    dst = _dst_addr(lab, rx, vlan)
+    dst = topo.address(rx, vlan=vlan)
     servers, clients, bulk, loader = [], [], {}, None
     pins = contextlib.ExitStack()
     try:
@@ -357,13 +366,8 @@ def write_streams(lab, *, senders=("h1", "h2"), seconds=10.0, prio=3,
                 "ib_write_bw", tos, p, run_s, ("-s", str(SIZE), dst)))))
             _wait_connected(lab.guest(h))
         if load:
-            def run_load():
-                bulk["r"] = offer(lab, lossy, load=load,
-                                  seconds=seconds + 5, senders=senders,
-                                  warmup=1.5)
-            loader = threading.Thread(target=run_load)
-            loader.start()
-            _load_on(g_sw, port, lossy[0])
+            loader, bulk = _start_load(lab, lossy, load, seconds + 5, 1.5,
+                                       senders=senders)
         time.sleep(1.0)
 
         def sample():
@@ -406,9 +410,6 @@ def write_streams(lab, *, senders=("h1", "h2"), seconds=10.0, prio=3,
             _wait_or_kill(g_rx, sv, 0 if any(r.rc for _, r in outs)
                           else 60)
         servers = []
-        if loader:
-            loader.join()
-            loader = None
     finally:
         if loader:
             loader.join()
@@ -458,8 +459,7 @@ def write_streams(lab, *, senders=("h1", "h2"), seconds=10.0, prio=3,
 def parse_lat_avg(out):
     """(iterations, t_avg us) of an ib_send_lat report in duration mode
     (-D), which gives the average only."""
-    it, avg = _perftest_row(out, "#bytes", (1, 2), (int, float))
-    return it, avg
+    return _perftest_row(out, "#bytes", (1, 2), (int, float))
 
 
 @dataclass
@@ -487,18 +487,17 @@ def send_latency(lab, *, prio=5, src="h1", seconds=16, load=1.2,
     on ~2 s after the connect, covers nearly all of what is measured;
     duration mode reports the average only."""
     topo = lab.topology
-    _, port, rx = congested_port(topo)
-    g_sw = lab.guest(congested_port(topo)[0].name)
+    _, _, rx = congested_port(topo)
     apps = {p: d for d, p in roce_apps(topo)}
     dscp = apps.get(prio, 0)
     tos = dscp << 2
     g_rx, g_src = lab.guest(rx), lab.guest(src)
     hosts = (src, rx)
     lat_port = PORT + 7
-    _with_dcbapp(lab, hosts)
-    bulk, server, client, loader = {}, None, None, None
+    server, client, loader = None, None, None
     pins = contextlib.ExitStack()
     try:
+        _with_dcbapp(lab, hosts)
         if load:
             pins.enter_context(pinned_neighbours(lab, [src], rx, None))
         extra = ("-s", str(size))
@@ -510,12 +509,7 @@ def send_latency(lab, *, prio=5, src="h1", seconds=16, load=1.2,
                                        seconds, (*extra, topo.address(rx))))
         _wait_connected(g_src)
         if load:
-            def run_load():
-                bulk["r"] = offer(lab, lossy, load=load, seconds=seconds,
-                                  warmup=1.0)
-            loader = threading.Thread(target=run_load)
-            loader.start()
-            _load_on(g_sw, port, lossy[0])
+            loader, _ = _start_load(lab, lossy, load, seconds, 1.0)
         res = g_src.wait(client, timeout=seconds + 90)
         client = None
         _wait_or_kill(g_rx, server, 30)
