@@ -9,12 +9,14 @@
  * whose net_prio.ifpriomap gives the entry's priority on the port and on
  * the VLAN devices on it (the PCP is chosen at the VLAN device, so a line
  * for the lower device alone would not do).  A task put in the cgroup sends
- * at that priority.  A DSCP entry also gets rules in the nftables table
- * inet dcbapp, since traffic no task sends never meets a cgroup: soft-RoCE
- * (rdma_rxe) sends RoCEv2 from kernel sockets, but with the DSCP the
- * entry names, so a DSCP -> priority rule in the output path reaches it.
- * The table is written whole by `nft -f -` (--nft PATH), only when the
- * rules change.  What it does with each change, and with a removed entry's
+ * at that priority.  A DSCP entry and a port entry (TCP/SCTP, UDP/DCCP
+ * or any port) also get rules in the nftables table inet dcbapp, since
+ * traffic no task sends never meets a cgroup: soft-RoCE (rdma_rxe) sends
+ * RoCEv2 from kernel sockets, only its RDMA writes with the QP's DSCP (its
+ * connection MADs and SEND/ACK exchanges carry ToS 0), but every packet to
+ * UDP port 4791, so a DSCP -> priority or port -> priority rule in the
+ * output path reaches it (dcbapp.h has the whole story).  The table is
+ * written whole by `nft -f -` (--nft PATH), only when the rules change.  What it does with each change, and with a removed entry's
  * cgroup that still has tasks, is in usage() below; the parser and the
  * engine are in dcbapp.c (see dcbapp.h).
  *
@@ -78,24 +80,31 @@ static void usage(void)
 "    size) changes nothing; an entry with a bad selector, priority or DSCP\n"
 "    is skipped and its (selector, protocol) left as it was (dcbapp.h);\n"
 "  - cgdcbx-* cgroups found at start are taken over, stale lines zeroed.\n"
-"A DSCP entry (selector 5) gets its cgroup, and also nftables rules, since\n"
-"traffic that no task sends meets no cgroup (soft-RoCE sends RoCEv2 from\n"
-"kernel sockets): in table inet dcbapp, chain output, a packet leaving by\n"
-"the port or one of its VLAN devices with that DSCP, and without a priority\n"
-"of its own, gets the entry's priority (the highest, as above).  The table\n"
-"is rewritten whole by one `nft -f -` (flushed, then defined) when the rules\n"
+"A DSCP entry (selector 5) or a port entry (2: TCP/SCTP, 3: UDP/DCCP, 4: any\n"
+"of the four) gets its cgroup, and also nftables rules, since traffic that\n"
+"no task sends meets no cgroup (soft-RoCE sends RoCEv2 from kernel sockets,\n"
+"all of it to UDP 4791, only part with the QP's DSCP): in table inet dcbapp,\n"
+"chain output, a packet leaving by the port or one of its VLAN devices with\n"
+"that DSCP, or to that destination port over one of those protocols, and\n"
+"without a priority of its own, gets the entry's priority (the highest, as\n"
+"above, also when several entries name the packet: the rules go highest\n"
+"priority first).  Such a packet gets it whatever the sender's cgroup: the\n"
+"rule sets the priority before net_prio's map is read.  The table is\n"
+"rewritten whole by one `nft -f -` (flushed, then defined) when the rules\n"
 "change, and deleted when none is left; nft is not run while there is no\n"
-"DSCP entry.  A failed nft is logged and retried at the next event or second.\n"
-"Every change is one log line, e.g.\n"
+"DSCP or port entry.  A failed nft is logged and retried at the next event\n"
+"or second.  Every change is one log line, e.g.\n"
 "  dcbapp-netprio: eth0: app sel 3 proto 4791 prio 5: cgroup cgdcbx-3-4791\n"
 "  ifpriomap eth0 5, eth0.100 5\n"
+"  dcbapp-netprio: eth0: app sel 3 proto 4791 prio 5: nft udp/dccp dport 4791\n"
+"  priority 5 on eth0, eth0.100\n"
 "  dcbapp-netprio: eth0: app sel 5 proto 26 prio 3: nft dscp 26 priority 3\n"
 "  on eth0, eth0.100\n"
 "  -d, --dev DEV          only this port (repeatable); default: all\n"
 "  -c, --cgroup-root DIR  net_prio (v1) mount; default /sys/fs/cgroup/net_prio\n"
 "  -s, --sysfs DIR        where class/net is; default /sys\n"
-"      --nft PATH         the nft program for the DSCP rules; default\n"
-"                         /usr/sbin/nft\n"
+"      --nft PATH         the nft program for the DSCP and port rules;\n"
+"                         default /usr/sbin/nft\n"
 "  -l, --log FILE         append the log to FILE, not stderr\n"
 "  -1, --once             read the tables, apply, print the state, exit\n"
 "  -n, --dry-run          log what would be written, write nothing\n"

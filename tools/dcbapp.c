@@ -445,8 +445,8 @@ static const char *const event_names[] = {
 	[DCBAPP_EV_APP] = "app", [DCBAPP_EV_APP_GONE] = "app_gone",
 	[DCBAPP_EV_MULTI] = "multiple_priorities",
 	[DCBAPP_EV_CREATED] = "created", [DCBAPP_EV_REMOVED] = "removed",
-	[DCBAPP_EV_KEPT] = "kept", [DCBAPP_EV_DSCP] = "dscp",
-	[DCBAPP_EV_DSCP_GONE] = "dscp_gone",
+	[DCBAPP_EV_KEPT] = "kept", [DCBAPP_EV_RULE] = "nft_rule",
+	[DCBAPP_EV_RULE_GONE] = "nft_rule_gone",
 	[DCBAPP_EV_NFT_REMOVED] = "nft_removed",
 	[DCBAPP_EV_MALFORMED] = "malformed",
 	[DCBAPP_EV_ERROR] = "error", [DCBAPP_EV_INFO] = "info",
@@ -477,6 +477,37 @@ static void print_map(const struct dcbapp_event *ev)
 		close_json_object();
 	}
 	close_json_array();
+}
+
+/*
+ * The transport protocols of a port selector (2, 3, 4): as the log says
+ * them, and as nft's set of meta l4proto (nft keywords, no /etc/protocols
+ * needed: the guests have none).  NULL for the other selectors.
+ */
+static const char *l4_names(unsigned int selector, bool nft)
+{
+	switch (selector) {
+	case IEEE_8021QAZ_APP_SEL_STREAM:
+		return nft ? "{ tcp, sctp }" : "tcp/sctp";
+	case IEEE_8021QAZ_APP_SEL_DGRAM:
+		return nft ? "{ udp, dccp }" : "udp/dccp";
+	case IEEE_8021QAZ_APP_SEL_ANY:
+		return nft ? "{ tcp, udp, sctp, dccp }" : "tcp/udp/sctp/dccp";
+	default:
+		return NULL;
+	}
+}
+
+/*
+ * What the rules of (selector, protocol) match, text only (the JSON has
+ * the selector and protocol): "dscp 26", "udp/dccp dport 4791".
+ */
+static void print_rule_match(unsigned int selector, unsigned int protocol)
+{
+	if (selector == IEEE_8021QAZ_APP_SEL_DSCP)
+		print_text("dscp %u", protocol);
+	else
+		print_text("%s dport %u", l4_names(selector, false), protocol);
 }
 
 /* The devices whose nft rule an event is about. */
@@ -530,19 +561,21 @@ void dcbapp_print_event(FILE *fp, bool json, const struct dcbapp_event *ev)
 			  "traffic falls back to priority 0; removed once "
 			  "empty", ev->tasks);
 		break;
-	case DCBAPP_EV_DSCP:
+	case DCBAPP_EV_RULE:
 		print_app(ev);
 		print_uint(PRINT_ANY, "priority", " prio %llu",
 			   ev->app.priority);
-		print_uint(PRINT_FP, NULL, ": nft dscp %llu", ev->app.protocol);
+		print_text(": nft ");
+		print_rule_match(ev->app.selector, ev->app.protocol);
 		print_uint(PRINT_FP, NULL, " priority %llu on",
 			   ev->app.priority);
 		print_rule_devs(ev);
 		break;
-	case DCBAPP_EV_DSCP_GONE:
+	case DCBAPP_EV_RULE_GONE:
 		print_app(ev);
-		print_uint(PRINT_FP, NULL, " gone: nft dscp %llu rule removed on",
-			   ev->app.protocol);
+		print_text(" gone: nft ");
+		print_rule_match(ev->app.selector, ev->app.protocol);
+		print_text(" rule removed on");
 		print_rule_devs(ev);
 		break;
 	case DCBAPP_EV_NFT_REMOVED:
@@ -563,7 +596,7 @@ void dcbapp_print_event(FILE *fp, bool json, const struct dcbapp_event *ev)
 void dcbapp_print_state(FILE *fp, bool json, const struct dcbapp_state *s)
 {
 	new_json_obj(fp, json);
-	if (!s->nports && !s->ncgroups && !s->ndscp)
+	if (!s->nports && !s->ncgroups && !s->nrules)
 		print_text("no DCB APP table, no %s* cgroup\n", DCBAPP_PREFIX);
 	open_json_array("ports");
 	for (int i = 0; i < s->nports; i++) {
@@ -612,22 +645,24 @@ void dcbapp_print_state(FILE *fp, bool json, const struct dcbapp_state *s)
 	}
 	close_json_array();
 	/*
-	 * Only when there are rules: without DSCP entries the object is
-	 * what it was before the engine made any.
+	 * Only when there are rules: without DSCP or port entries the
+	 * object is what it was before the engine made any.
 	 */
-	if (s->ndscp)
-		open_json_array("dscp");
-	for (int i = 0; i < s->ndscp; i++) {
-		const struct dcbapp_dscp_rule *r = &s->dscp[i];
+	if (s->nrules)
+		open_json_array("nft_rules");
+	for (int i = 0; i < s->nrules; i++) {
+		const struct dcbapp_rule *r = &s->rules[i];
 
 		open_json_object(NULL);
-		print_string(PRINT_ANY, "dev", "nft oifname %s", r->dev);
-		print_uint(PRINT_ANY, "dscp", " dscp %llu", r->dscp);
+		print_string(PRINT_ANY, "dev", "nft oifname %s ", r->dev);
+		print_uint(PRINT_JSON, "selector", NULL, r->selector);
+		print_uint(PRINT_JSON, "protocol", NULL, r->protocol);
+		print_rule_match(r->selector, r->protocol);
 		print_uint(PRINT_ANY, "priority", " priority %llu", r->prio);
 		print_string(PRINT_ANY, "port", " (port %s)\n", r->port);
 		close_json_object();
 	}
-	if (s->ndscp)
+	if (s->nrules)
 		close_json_array();
 	delete_json_obj();
 }
@@ -1127,7 +1162,7 @@ static void unapply_stale(struct dcbapp_state *s, struct dcbapp_cgroup *c,
 	}
 }
 
-/* ---- DSCP rules in nftables ---- */
+/* ---- DSCP and port entries' rules in nftables ---- */
 
 /*
  * A device name nft takes inside "..." as it is: no quote (the string
@@ -1142,16 +1177,25 @@ static bool nft_safe_name(const char *name)
 	return true;
 }
 
-/* By device, then DSCP, the highest priority first, then port. */
+/* An entry of this selector becomes nft rules: a port or a DSCP. */
+static bool rule_selector(unsigned int selector)
+{
+	return selector == IEEE_8021QAZ_APP_SEL_DSCP ||
+	       l4_names(selector, false);
+}
+
+/* By device, selector, protocol; the highest priority first, then port. */
 static int cmp_rule(const void *a, const void *b)
 {
-	const struct dcbapp_dscp_rule *x = a, *y = b;
+	const struct dcbapp_rule *x = a, *y = b;
 	int c = strcmp(x->dev, y->dev);
 
 	if (c)
 		return c;
-	if (x->dscp != y->dscp)
-		return x->dscp - y->dscp;
+	if (x->selector != y->selector)
+		return x->selector - y->selector;
+	if (x->protocol != y->protocol)
+		return x->protocol - y->protocol;
 	if (x->prio != y->prio)
 		return y->prio - x->prio;
 	return strcmp(x->port, y->port);
@@ -1159,84 +1203,99 @@ static int cmp_rule(const void *a, const void *b)
 
 static int cmp_rule_key(const void *a, const void *b)
 {
-	const struct dcbapp_dscp_rule *x = a, *y = b;
+	const struct dcbapp_rule *x = a, *y = b;
 	int c = strcmp(x->dev, y->dev);
 
-	return c ? c : x->dscp - y->dscp;
+	if (c)
+		return c;
+	if (x->selector != y->selector)
+		return x->selector - y->selector;
+	return x->protocol - y->protocol;
 }
 
-/* The rule for (key->dev, key->dscp) in r[0..n), sorted; NULL if none. */
-static const struct dcbapp_dscp_rule *
-find_rule(const struct dcbapp_dscp_rule *r, int n,
-	  const struct dcbapp_dscp_rule *key)
+/* The rule for key's (dev, selector, protocol) in r[0..n), sorted; or NULL. */
+static const struct dcbapp_rule *find_rule(const struct dcbapp_rule *r, int n,
+					   const struct dcbapp_rule *key)
 {
 	return n ? bsearch(key, r, n, sizeof(*r), cmp_rule_key) : NULL;
 }
 
-static bool same_group(const struct dcbapp_dscp_rule *a,
-		       const struct dcbapp_dscp_rule *b)
+/* The same entry of the same port (one log line covers its devices). */
+static bool same_group(const struct dcbapp_rule *a, const struct dcbapp_rule *b)
 {
-	return a->dscp == b->dscp && !strcmp(a->port, b->port);
-}
-
-/* Port's highest priority for each DSCP, -1 where it has none. */
-static void port_dscp_prios(const struct dcbapp_port *p, int prio[64])
-{
-	for (int d = 0; d < 64; d++)
-		prio[d] = -1;
-	for (int j = 0; p && j < p->n; j++) {
-		const struct dcbapp_entry *e = &p->e[j];
-
-		if (e->selector == IEEE_8021QAZ_APP_SEL_DSCP &&
-		    e->protocol < 64 && e->priority > prio[e->protocol])
-			prio[e->protocol] = e->priority;
-	}
+	return a->selector == b->selector && a->protocol == b->protocol &&
+	       !strcmp(a->port, b->port);
 }
 
 /*
- * The rules the ports' DSCP entries want, one per (device, DSCP), sorted;
- * their number.  A device that is a VLAN of one port and a port itself
- * gets the higher priority.  note[]: a rule left out, or "".
+ * The port's entries that become rules, one per (selector, protocol),
+ * with the highest of its priorities for the pair; their number.
  */
-static int want_dscp(const struct dcbapp_state *s, const struct port_devs *pd,
-		     struct dcbapp_dscp_rule *w, char *note, size_t notesz)
+static int rule_entries(const struct dcbapp_port *p, struct dcbapp_entry *out)
 {
+	int n = 0;
+
+	for (int j = 0; j < p->n; j++) {
+		bool first = rule_selector(p->e[j].selector);
+
+		for (int k = 0; k < j && first; k++)
+			first = !same_key(&p->e[k], &p->e[j]);
+		if (!first)
+			continue;
+		out[n] = p->e[j];
+		out[n++].priority = highest(prio_mask(p, &p->e[j]));
+	}
+	return n;
+}
+
+/*
+ * The rules the ports' DSCP and port entries want, one per (device,
+ * selector, protocol), sorted; their number.  A device that is a VLAN of
+ * one port and a port itself gets the higher priority.  note[]: a rule
+ * left out, or "".
+ */
+static int want_rules(const struct dcbapp_state *s, const struct port_devs *pd,
+		      struct dcbapp_rule *w, char *note, size_t notesz)
+{
+	static struct dcbapp_entry e[DCBAPP_MAX_ENTRIES];
 	int n = 0, m = 0, dropped = 0;
 
 	note[0] = '\0';
 	for (int i = 0; i < s->nports; i++) {
-		int prio[64];
+		int ne = rule_entries(&s->ports[i], e);
 
-		port_dscp_prios(&s->ports[i], prio);
-		for (int d = 0; d < 64; d++) {
-			for (int k = 0; prio[d] >= 0 && k < pd[i].n; k++) {
+		for (int j = 0; j < ne; j++) {
+			for (int k = 0; k < pd[i].n; k++) {
 				const char *dev = pd[i].devs[k];
 
 				if (!nft_safe_name(dev)) {
-					snprintf(note, notesz, "%s: app sel 5 "
-						 "proto %d: device '%s': its "
+					snprintf(note, notesz, "%s: app sel %u "
+						 "proto %u: device '%s': its "
 						 "name is not one nft takes "
 						 "in quotes as it is: no nft "
 						 "rule on it",
-						 s->ports[i].name, d, dev);
+						 s->ports[i].name,
+						 e[j].selector, e[j].protocol,
+						 dev);
 					continue;
 				}
-				if (n == DCBAPP_MAX_DSCP_RULES) {
+				if (n == DCBAPP_MAX_RULES) {
 					dropped++;
 					continue;
 				}
 				snprintf(w[n].dev, IFNAMSIZ, "%s", dev);
 				snprintf(w[n].port, IFNAMSIZ, "%s",
 					 s->ports[i].name);
-				w[n].dscp = d;
-				w[n].prio = prio[d];
+				w[n].selector = e[j].selector;
+				w[n].protocol = e[j].protocol;
+				w[n].prio = e[j].priority;
 				n++;
 			}
 		}
 	}
 	if (dropped)
-		snprintf(note, notesz, "more than %d nft DSCP rules (device, "
-			 "dscp): %d left out", DCBAPP_MAX_DSCP_RULES, dropped);
+		snprintf(note, notesz, "more than %d nft rules (device, "
+			 "entry): %d left out", DCBAPP_MAX_RULES, dropped);
 	qsort(w, n, sizeof(*w), cmp_rule);
 	for (int i = 0; i < n; i++)
 		if (!m || cmp_rule_key(&w[m - 1], &w[i]))
@@ -1244,9 +1303,9 @@ static int want_dscp(const struct dcbapp_state *s, const struct port_devs *pd,
 	return m;
 }
 
-/* Equal (dev, dscp, prio) lists render the same script. */
-static bool same_script(const struct dcbapp_dscp_rule *a, int na,
-			const struct dcbapp_dscp_rule *b, int nb)
+/* Equal (dev, selector, protocol, prio) lists render the same script. */
+static bool same_script(const struct dcbapp_rule *a, int na,
+			const struct dcbapp_rule *b, int nb)
 {
 	if (na != nb)
 		return false;
@@ -1273,8 +1332,7 @@ static void nft_problem(struct dcbapp_state *s, const char *line)
 }
 
 /* The script for r[0..n), malloc'ed; NULL (logged) when out of memory. */
-static char *render(struct dcbapp_state *s, const struct dcbapp_dscp_rule *r,
-		    int n)
+static char *render(struct dcbapp_state *s, const struct dcbapp_rule *r, int n)
 {
 	size_t len = dcbapp_nft_script(NULL, 0, r, n);
 	char *script = malloc(len + 1);
@@ -1289,50 +1347,48 @@ static char *render(struct dcbapp_state *s, const struct dcbapp_dscp_rule *r,
 }
 
 /* The events of going from the applied rules to w[0..nw). */
-static void log_dscp_changes(struct dcbapp_state *s,
-			     const struct dcbapp_dscp_rule *w, int nw)
+static void log_rule_changes(struct dcbapp_state *s,
+			     const struct dcbapp_rule *w, int nw)
 {
-	/* Rules no longer wanted: a line per (port, DSCP). */
-	for (int i = 0; i < s->ndscp; i++) {
-		const struct dcbapp_dscp_rule *a = &s->dscp[i];
+	/* Rules no longer wanted: a line per (port, selector, protocol). */
+	for (int i = 0; i < s->nrules; i++) {
+		const struct dcbapp_rule *a = &s->rules[i];
 		struct dcbapp_event ev = {
-			.kind = DCBAPP_EV_DSCP_GONE, .port = a->port,
-			.app = { IEEE_8021QAZ_APP_SEL_DSCP, 0, a->dscp } };
+			.kind = DCBAPP_EV_RULE_GONE, .port = a->port,
+			.app = { a->selector, 0, a->protocol } };
 		bool first = true;
-		int prio[64];
 
 		if (find_rule(w, nw, a))
 			continue;
 		for (int j = 0; j < i && first; j++)
-			first = !same_group(&s->dscp[j], a) ||
-				find_rule(w, nw, &s->dscp[j]);
+			first = !same_group(&s->rules[j], a) ||
+				find_rule(w, nw, &s->rules[j]);
 		if (!first)
 			continue;
-		for (int j = i; j < s->ndscp && ev.ndevs < DCBAPP_MAX_DEVS;
+		for (int j = i; j < s->nrules && ev.ndevs < DCBAPP_MAX_DEVS;
 		     j++)
-			if (same_group(&s->dscp[j], a) &&
-			    !find_rule(w, nw, &s->dscp[j]))
-				ev.devs[ev.ndevs++] = s->dscp[j].dev;
-		port_dscp_prios(find_port(s, a->port), prio);
+			if (same_group(&s->rules[j], a) &&
+			    !find_rule(w, nw, &s->rules[j]))
+				ev.devs[ev.ndevs++] = s->rules[j].dev;
 		/* A device gone under a port that keeps its entry: no line. */
-		if (prio[a->dscp] >= 0) {
-			logf_(s, DCBAPP_EV_DEBUG, "%s: nft dscp %u: the rule "
-			      "on %s%s removed, device gone", a->port, a->dscp,
-			      a->dev, ev.ndevs > 1 ? " and others" : "");
+		if (prio_mask(find_port(s, a->port), &ev.app)) {
+			logf_(s, DCBAPP_EV_DEBUG, "%s: nft app sel %u proto "
+			      "%u: the rule on %s%s removed, device gone",
+			      a->port, a->selector, a->protocol, a->dev,
+			      ev.ndevs > 1 ? " and others" : "");
 			continue;
 		}
 		sort_devs(&ev, a->port);
 		emit(s, &ev);
 	}
 	/*
-	 * A line per (port, DSCP) with a device new or changed: all of its
-	 * devices, as the cgroup lines have them.
+	 * A line per (port, selector, protocol) with a device new or
+	 * changed: all of its devices, as the cgroup lines have them.
 	 */
 	for (int i = 0; i < nw; i++) {
 		struct dcbapp_event ev = {
-			.kind = DCBAPP_EV_DSCP, .port = w[i].port,
-			.app = { IEEE_8021QAZ_APP_SEL_DSCP, w[i].prio,
-				 w[i].dscp } };
+			.kind = DCBAPP_EV_RULE, .port = w[i].port,
+			.app = { w[i].selector, w[i].prio, w[i].protocol } };
 		bool first = true, changed = false;
 
 		for (int j = 0; j < i && first; j++)
@@ -1340,11 +1396,11 @@ static void log_dscp_changes(struct dcbapp_state *s,
 		if (!first)
 			continue;
 		for (int j = i; j < nw; j++) {
-			const struct dcbapp_dscp_rule *a;
+			const struct dcbapp_rule *a;
 
 			if (!same_group(&w[j], &w[i]))
 				continue;
-			a = find_rule(s->dscp, s->ndscp, &w[j]);
+			a = find_rule(s->rules, s->nrules, &w[j]);
 			changed |= !a || a->prio != w[j].prio ||
 				   strcmp(a->port, w[j].port);
 			if (ev.ndevs < DCBAPP_MAX_DEVS)
@@ -1357,22 +1413,22 @@ static void log_dscp_changes(struct dcbapp_state *s,
 	}
 }
 
-/* Bring table inet dcbapp in line with the ports' DSCP entries. */
-static void apply_dscp(struct dcbapp_state *s, const struct port_devs *pd)
+/* Bring table inet dcbapp in line with the ports' DSCP and port entries. */
+static void apply_rules(struct dcbapp_state *s, const struct port_devs *pd)
 {
-	static struct dcbapp_dscp_rule w[DCBAPP_MAX_DSCP_RULES];
+	static struct dcbapp_rule w[DCBAPP_MAX_RULES];
 	char note[160], why[256], line[sizeof(s->nft_error)];
 	char *script;
 	int nw;
 
 	if (!s->cfg.nft)
 		return;
-	nw = want_dscp(s, pd, w, note, sizeof(note));
+	nw = want_rules(s, pd, w, note, sizeof(note));
 	if (note[0])
 		nft_problem(s, note);
-	if (same_script(w, nw, s->dscp, s->ndscp)) {
+	if (same_script(w, nw, s->rules, s->nrules)) {
 		/* Only whose entry a rule is can differ: nothing to run. */
-		memcpy(s->dscp, w, nw * sizeof(*w));
+		memcpy(s->rules, w, nw * sizeof(*w));
 		if (!note[0])
 			s->nft_error[0] = '\0';
 		return;
@@ -1382,8 +1438,8 @@ static void apply_dscp(struct dcbapp_state *s, const struct port_devs *pd)
 		return;
 	if (!s->cfg.dry_run &&
 	    s->cfg.nft(s->cfg.nft_ctx, script, why, sizeof(why))) {
-		snprintf(line, sizeof(line), "nft table %s: %s: DSCP rules "
-			 "not changed; will retry", DCBAPP_NFT_TABLE, why);
+		snprintf(line, sizeof(line), "nft table %s: %s: rules not "
+			 "changed; will retry", DCBAPP_NFT_TABLE, why);
 		nft_problem(s, line);
 		free(script);
 		return;
@@ -1392,11 +1448,11 @@ static void apply_dscp(struct dcbapp_state *s, const struct port_devs *pd)
 	if (!note[0])
 		s->nft_error[0] = '\0';
 	logf_(s, DCBAPP_EV_DEBUG, "nft table %s: %d rule(s) of (device, "
-	      "dscp)%s", DCBAPP_NFT_TABLE, nw,
+	      "entry)%s", DCBAPP_NFT_TABLE, nw,
 	      s->cfg.dry_run ? " (dry run)" : "");
-	log_dscp_changes(s, w, nw);
-	memcpy(s->dscp, w, nw * sizeof(*w));
-	s->ndscp = nw;
+	log_rule_changes(s, w, nw);
+	memcpy(s->rules, w, nw * sizeof(*w));
+	s->nrules = nw;
 }
 
 /* --cleanup: the table goes if this run left rules in it. */
@@ -1405,7 +1461,7 @@ static void remove_table(struct dcbapp_state *s)
 	struct dcbapp_event ev = { .kind = DCBAPP_EV_NFT_REMOVED };
 	char why[256], *script;
 
-	if (!s->cfg.nft || !s->ndscp)
+	if (!s->cfg.nft || !s->nrules)
 		return;
 	script = render(s, NULL, 0);
 	if (!script)
@@ -1419,7 +1475,7 @@ static void remove_table(struct dcbapp_state *s)
 		return;
 	}
 	free(script);
-	s->ndscp = 0;
+	s->nrules = 0;
 	emit(s, &ev);
 }
 
@@ -1460,7 +1516,7 @@ void dcbapp_reconcile(struct dcbapp_state *s)
 			k--;
 		}
 	}
-	apply_dscp(s, pd);
+	apply_rules(s, pd);
 }
 
 void dcbapp_cleanup(struct dcbapp_state *s)
@@ -1559,7 +1615,7 @@ static void put(char *buf, size_t size, size_t *len, const char *fmt, ...)
 }
 
 size_t dcbapp_nft_script(char *buf, size_t size,
-			 const struct dcbapp_dscp_rule *r, int n)
+			 const struct dcbapp_rule *r, int n)
 {
 	static const char *const family[] = { "ip", "ip6" };
 	size_t len = 0;
@@ -1580,17 +1636,35 @@ size_t dcbapp_nft_script(char *buf, size_t size,
 	 * "meta priority none" is nft's name for priority 0 (TC_H_UNSPEC;
 	 * tchandle_type_parse() in nftables' src/meta.c, and its
 	 * tests/py/any/meta.t has "meta priority none;ok"), so only a packet
-	 * without a priority of its own is changed, as net_prio does.  The
-	 * value set is a tc handle, major:minor in hex: 0:N is priority N
-	 * (N < 8, the same digit in hex).  The counter shows in
-	 * `nft list table inet dcbapp` which rules the traffic met.
+	 * without a priority of its own is changed, as net_prio does, and of
+	 * the rules a packet matches the first sets its priority: hence the
+	 * rules in priority order, highest first.  The value set is a tc
+	 * handle, major:minor in hex: 0:N is priority N (N < 8, the same
+	 * digit in hex).  The counter, after the guard, shows in
+	 * `nft list table inet dcbapp` which rules gave the traffic its
+	 * priority.  A port rule: meta l4proto gives nft the transport
+	 * header (past IPv6 extension headers too), and th dport is its
+	 * bytes 2-3, the destination port in TCP, UDP, SCTP and DCCP alike.
 	 */
-	for (int i = 0; i < n; i++)
-		for (size_t f = 0; f < ARRAY_SIZE(family); f++)
-			put(buf, size, &len, "\t\toifname \"%s\" %s dscp %u "
-			    "meta priority none counter meta priority set "
-			    "0:%x\n", r[i].dev, family[f], r[i].dscp,
-			    r[i].prio);
+	for (int prio = 7; prio >= 0; prio--) {
+		for (int i = 0; i < n; i++) {
+			if (r[i].prio != prio)
+				continue;
+			if (r[i].selector != IEEE_8021QAZ_APP_SEL_DSCP) {
+				put(buf, size, &len, "\t\toifname \"%s\" meta "
+				    "l4proto %s th dport %u meta priority "
+				    "none counter meta priority set 0:%x\n",
+				    r[i].dev, l4_names(r[i].selector, true),
+				    r[i].protocol, r[i].prio);
+				continue;
+			}
+			for (size_t f = 0; f < ARRAY_SIZE(family); f++)
+				put(buf, size, &len, "\t\toifname \"%s\" %s "
+				    "dscp %u meta priority none counter meta "
+				    "priority set 0:%x\n", r[i].dev,
+				    family[f], r[i].protocol, r[i].prio);
+		}
+	}
 	put(buf, size, &len, "\t}\n}\n");
 	return len;
 }

@@ -36,26 +36,41 @@
  * empty (checked at every dcbapp_reconcile()).  What the engine wrote is
  * kept in memory, so a reconcile writes and logs only what changed.
  *
- * DSCP entries (selector 5) also become nftables rules, because a cgroup
+ * DSCP entries (selector 5) and port entries (2: TCP or SCTP, 3: UDP or
+ * DCCP, 4: any of the four) also become nftables rules, because a cgroup
  * only reaches traffic of sockets a task owns: soft-RoCE (rdma_rxe) sends
- * RoCEv2 from kernel sockets that no net_prio cgroup holds, yet its
- * packets carry the DSCP the APP entry names.  For each port holding a
- * DSCP entry, the port and the same VLAN devices as above get a rule in
- * the output hook that gives an IPv4 or IPv6 packet leaving by that device
- * with that DSCP the entry's priority (the highest, as above), unless the
- * packet has a priority of its own (SO_PRIORITY, IP_TOS...; net_prio
- * leaves those alone too).  The output hook sees the device the route
- * chose, the VLAN device for tagged traffic, before the VLAN device maps
- * skb->priority to the PCP.  The rules live in a table of their own,
- * "table inet dcbapp", written whole by one nft script (see
- * dcbapp_nft_script()) through the dcbapp_config's nft callback, only
- * when the wanted rules differ from the ones last applied, so nothing
- * runs nft while no port holds a DSCP entry.  The engine does not read the
- * table back (that would run nft at every start): a table an earlier run
- * left (killed, or without --cleanup) is replaced by the first script,
- * which flushes it, and stays until then.  An nft that fails changes
- * nothing (a script is one transaction); the error is counted and the
- * script retried at the next dcbapp_reconcile().
+ * RoCEv2 from kernel sockets that no net_prio cgroup holds.  Only its RDMA
+ * writes carry the QP's DSCP; the rdma_cm connection MADs (rxe's QP1) and
+ * the SENDs and ACKs of an exchange such as perftest's carry ToS 0, so a
+ * DSCP rule alone leaves them in the best-effort class, where under load
+ * they waited or were dropped and the RoCE connections stalled.  Every
+ * RoCEv2 packet goes to UDP port 4791, and the APP entry every RoCE
+ * deployment guide installs names it: UDP 4791 -> priority 3 (`dcb app add
+ * dev eth0 dgram-port-prio 4791:3`, lldpad app=3,3,4791).  For each port
+ * holding such entries, the port and the same VLAN devices as above get,
+ * per entry, a rule in the output hook that gives a packet leaving by that
+ * device the entry's priority (the port's highest for the pair, as above)
+ * when it has that DSCP (IPv4 and IPv6) or, for a port entry, goes to that
+ * destination port over one of the selector's transport protocols; unless
+ * the packet has a priority of its own (SO_PRIORITY, IP_TOS...; net_prio
+ * leaves those alone too).  The rules are written highest priority first
+ * and each only sets a priority where none is set yet, so a packet that
+ * several entries name (DSCP 26 and UDP 4791, or UDP 4791 under selectors
+ * 3 and 4) gets the highest of their priorities.  The output hook sees the
+ * device the route chose, the VLAN device for tagged traffic, before the
+ * VLAN device maps skb->priority to the PCP, and a datagram whole, before
+ * IP fragments it; net_prio's map is read later, in __dev_queue_xmit(),
+ * and skb_update_prio() leaves a priority set here alone: for traffic a
+ * rule names, the rule's priority wins over the sender's cgroup.  The rules
+ * live in a table of their own, "table inet dcbapp", written whole by one
+ * nft script (see dcbapp_nft_script()) through the dcbapp_config's nft
+ * callback, only when the wanted rules differ from the ones last applied,
+ * so nothing runs nft while no port holds a DSCP or port entry.  The
+ * engine does not read the table back (that would run nft at every
+ * start): a table an earlier run left (killed, or without --cleanup) is
+ * replaced by the first script, which flushes it, and stays until then.
+ * An nft that fails changes nothing (a script is one transaction); the
+ * error is counted and the script retried at the next dcbapp_reconcile().
  */
 #ifndef DCBLAB_DCBAPP_H
 #define DCBLAB_DCBAPP_H
@@ -71,8 +86,12 @@
 #define DCBAPP_MAX_CGROUPS	512
 #define DCBAPP_MAX_DEVS		32	/* a port and its VLANs, per cgroup */
 #define DCBAPP_PREFIX		"cgdcbx-"
-/* (device, DSCP) pairs: one port and its VLANs at every DSCP */
-#define DCBAPP_MAX_DSCP_RULES	(64 * DCBAPP_MAX_DEVS)
+/*
+ * nft rules, one per (device, selector, protocol): one port and its VLANs
+ * with every DSCP and as many port entries.  Every packet leaving the host
+ * walks the chain, so this bounds the cost as much as the memory.
+ */
+#define DCBAPP_MAX_RULES	(128 * DCBAPP_MAX_DEVS)
 #define DCBAPP_NFT_TABLE	"inet dcbapp"
 
 /* A problem found in a message: one line, no newline. */
@@ -155,8 +174,8 @@ enum dcbapp_event_kind {
 	DCBAPP_EV_CREATED,	/* cgroup made */
 	DCBAPP_EV_REMOVED,	/* cgroup removed */
 	DCBAPP_EV_KEPT,		/* cgroup kept: it has tasks */
-	DCBAPP_EV_DSCP,		/* port's DSCP entry: devs' nft rules set */
-	DCBAPP_EV_DSCP_GONE,	/* port's DSCP entry gone: devs' rules removed */
+	DCBAPP_EV_RULE,		/* port's DSCP or port entry: devs' nft rules */
+	DCBAPP_EV_RULE_GONE,	/* that entry gone: devs' rules removed */
 	DCBAPP_EV_NFT_REMOVED,	/* the nft table removed (--cleanup) */
 	DCBAPP_EV_MALFORMED,	/* text: what the parser reported */
 	DCBAPP_EV_ERROR,	/* text: a write, mkdir, ... failed */
@@ -181,8 +200,10 @@ struct dcbapp_event {
 /*
  * One line to fp: "dcbapp-netprio: eth0: app sel 3 proto 4791 prio 5:
  * cgroup cgdcbx-3-4791 ifpriomap eth0 5, eth0.100 5", or with json one
- * object, {"event":"app","port":"eth0",...}.  DCBAPP_EV_DSCP: "eth0: app
- * sel 5 proto 26 prio 3: nft dscp 26 priority 3 on eth0, eth0.100".
+ * object, {"event":"app","port":"eth0",...}.  DCBAPP_EV_RULE: "eth0: app
+ * sel 5 proto 26 prio 3: nft dscp 26 priority 3 on eth0, eth0.100", or for
+ * a port entry "eth0: app sel 3 proto 4791 prio 3: nft udp/dccp dport 4791
+ * priority 3 on eth0, eth0.100".
  */
 void dcbapp_print_event(FILE *fp, bool json, const struct dcbapp_event *ev);
 
@@ -202,7 +223,8 @@ struct dcbapp_config {
 	/*
 	 * Run an nft script as `nft -f -` does: 0, or -1 with why[] one line
 	 * naming the program, its exit status and the first line of its
-	 * stderr.  NULL: DSCP entries get their cgroup only, no nft rule.
+	 * stderr.  NULL: DSCP and port entries get their cgroup only, no nft
+	 * rule.
 	 */
 	int (*nft)(void *ctx, const char *script, char *why, size_t whysz);
 	void *nft_ctx;
@@ -224,11 +246,16 @@ struct dcbapp_cgroup {
 	struct dcbapp_dev devs[DCBAPP_MAX_DEVS];	/* written, nonzero */
 };
 
-/* One nft rule: packets leaving by dev with this DSCP get prio. */
-struct dcbapp_dscp_rule {
+/*
+ * One nft rule: packets leaving by dev that the entry (selector, protocol)
+ * names get prio.  selector 5: protocol is the DSCP; 2, 3, 4: the
+ * destination port, over TCP or SCTP, UDP or DCCP, any of the four.
+ */
+struct dcbapp_rule {
 	char dev[IFNAMSIZ];
 	char port[IFNAMSIZ];	/* whose entry it is */
-	uint8_t dscp, prio;
+	uint8_t selector, prio;
+	uint16_t protocol;
 };
 
 struct dcbapp_port {
@@ -246,10 +273,10 @@ struct dcbapp_state {
 	int errors;			/* failed writes, mkdirs, rmdirs, nft */
 	/*
 	 * The rules the last script that succeeded put in the table, sorted
-	 * by (dev, dscp): the script is a function of them.
+	 * by (dev, selector, protocol): the script is a function of them.
 	 */
-	int ndscp;
-	struct dcbapp_dscp_rule dscp[DCBAPP_MAX_DSCP_RULES];
+	int nrules;
+	struct dcbapp_rule rules[DCBAPP_MAX_RULES];
 	char nft_error[320];		/* the last nft error logged */
 };
 
@@ -269,8 +296,8 @@ void dcbapp_set_table(struct dcbapp_state *s, const struct dcbapp_table *t);
 /* The port is gone: as if its table were empty. */
 void dcbapp_drop_port(struct dcbapp_state *s, const char *port);
 /*
- * Bring the cgroups, and the nft DSCP rules, in line with the tables and
- * the devices now.
+ * Bring the cgroups, and the nft rules of the DSCP and port entries, in
+ * line with the tables and the devices now.
  */
 void dcbapp_reconcile(struct dcbapp_state *s);
 /*
@@ -279,26 +306,30 @@ void dcbapp_reconcile(struct dcbapp_state *s);
  */
 void dcbapp_cleanup(struct dcbapp_state *s);
 /*
- * The managed cgroups and their maps, and the DSCP rules when there are
+ * The managed cgroups and their maps, and the nft rules when there are
  * any: one object, for --once.
  */
 void dcbapp_print_state(FILE *fp, bool json, const struct dcbapp_state *s);
 
 /*
  * The nft script that makes table inet dcbapp hold exactly rules r[0..n)
- * (in that order; the engine sorts them by device, then DSCP), written to
- * buf like snprintf(): the length it needs, buf NUL-terminated when it
- * fits.  One transaction and idempotent under `nft -f -`: the table is
- * declared (made if missing), flushed, then defined again with its one
- * base chain; for n == 0 the table is deleted instead (declared first, so
- * that deleting a missing table is no error), so a host without DSCP
- * entries keeps no hook in its output path.  Per rule, e.g.
+ * (the engine sorts them by device, selector, protocol), written to buf
+ * like snprintf(): the length it needs, buf NUL-terminated when it fits.
+ * One transaction and idempotent under `nft -f -`: the table is declared
+ * (made if missing), flushed, then defined again with its one base chain;
+ * for n == 0 the table is deleted instead (declared first, so that
+ * deleting a missing table is no error), so a host without DSCP or port
+ * entries keeps no hook in its output path.  The rules go in priority
+ * order, highest first (r's order within a priority).  Per rule, e.g.
  *   oifname "eth0" ip dscp 26 meta priority none counter
  *   meta priority set 0:3
- * (one line) and the same with ip6.
+ * (one line) and the same with ip6; for a port entry one line,
+ *   oifname "eth0" meta l4proto { udp, dccp } th dport 4791
+ *   meta priority none counter meta priority set 0:3
+ * with { tcp, sctp } for selector 2 and all four for selector 4.
  */
 size_t dcbapp_nft_script(char *buf, size_t size,
-			 const struct dcbapp_dscp_rule *r, int n);
+			 const struct dcbapp_rule *r, int n);
 
 /*
  * `nft -f -` with script on its stdin: fork, exec of the program at path

@@ -1205,7 +1205,7 @@ static void test_state_printout_lists_ports_and_cgroups(void)
 	free(buf);
 }
 
-/* ---- DSCP entries: the nft scripts the engine hands its runner ---- */
+/* ---- DSCP and port entries: the nft scripts the engine hands its runner */
 
 /* The fake nft: every script it was given, and what it answers. */
 static struct {
@@ -1246,6 +1246,9 @@ static void apply_msg(const char *port, const struct dcb_app *apps, int n)
 }
 
 static const struct dcb_app af31_3 = { IEEE_8021QAZ_APP_SEL_DSCP, 3, 26 };
+static const struct dcb_app roce_3 = { IEEE_8021QAZ_APP_SEL_DGRAM, 3, 4791 };
+static const struct dcb_app fcoe_4 = { IEEE_8021QAZ_APP_SEL_ETHERTYPE, 4,
+				       0x8906 };
 
 #define NFT_HEAD "table inet dcbapp {}\n" \
 	"flush table inet dcbapp\n" \
@@ -1258,6 +1261,10 @@ static const struct dcb_app af31_3 = { IEEE_8021QAZ_APP_SEL_DSCP, 3, 26 };
 	"counter meta priority set 0:" prio "\n" \
 	"\t\toifname \"" dev "\" ip6 dscp " dscp " meta priority none " \
 	"counter meta priority set 0:" prio "\n"
+/* l4: "{ udp, dccp }" and the like */
+#define NFT_PORT_RULE(dev, l4, port, prio) \
+	"\t\toifname \"" dev "\" meta l4proto " l4 " th dport " port \
+	" meta priority none counter meta priority set 0:" prio "\n"
 #define NFT_DELETE "table inet dcbapp {}\ndelete table inet dcbapp\n"
 #define LINE_AF31_3 "dcbapp-netprio: eth0: app sel 5 proto 26 prio 3: " \
 	"nft dscp 26 priority 3 on eth0, eth0.100\n"
@@ -1292,11 +1299,14 @@ static void test_dscp_entry_gives_port_and_vlans_an_nft_rule(void)
 		      "}\n"));
 	/* The cgroup is made as for any entry. */
 	CHECK(map_of("cgdcbx-5-26", "eth0.100") == 3);
-	CHECK(st.ndscp == 2 && st.errors == 0);
+	CHECK(st.nrules == 2 && st.errors == 0);
 }
 
-/* The lab's captured reply holds dscp-prio 46:6 beside two others. */
-static void test_captured_reply_gives_only_its_dscp_entry_rules(void)
+/*
+ * The lab's captured reply holds dscp-prio 46:6 and dgram-port-prio 4791:5
+ * beside an ethertype entry, which gets no rule; priority 6 goes first.
+ */
+static void test_captured_reply_gives_its_dscp_and_port_entry_rules(void)
 {
 	static struct mb b;
 
@@ -1307,7 +1317,11 @@ static void test_captured_reply_gives_only_its_dscp_entry_rules(void)
 	dcbapp_reconcile(&st);
 	CHECK(nft.runs == 1);
 	CHECK(!strcmp(nft.last, NFT_HEAD NFT_RULES("eth0", "46", "6")
-		      NFT_RULES("eth0.100", "46", "6") NFT_TAIL));
+		      NFT_RULES("eth0.100", "46", "6")
+		      NFT_PORT_RULE("eth0", "{ udp, dccp }", "4791", "5")
+		      NFT_PORT_RULE("eth0.100", "{ udp, dccp }", "4791", "5")
+		      NFT_TAIL));
+	CHECK(st.nrules == 4);
 }
 
 static void test_dscp_entry_with_two_priorities_uses_the_highest(void)
@@ -1341,7 +1355,7 @@ static void test_removed_dscp_entry_removes_its_rules(void)
 	/* The last one: the table goes. */
 	apply_msg("eth0", NULL, 0);
 	CHECK(nft.runs == 3 && !strcmp(nft.last, NFT_DELETE));
-	CHECK(st.ndscp == 0);
+	CHECK(st.nrules == 0);
 }
 
 static void test_reconcile_with_nothing_changed_runs_no_nft(void)
@@ -1353,18 +1367,20 @@ static void test_reconcile_with_nothing_changed_runs_no_nft(void)
 	dcbapp_reconcile(&st);
 	CHECK(!strcmp(log_end(), ""));
 	CHECK(nft.runs == 1);
-	/* Nor does a change of an entry of another selector. */
-	apply_msg("eth0", (struct dcb_app[]){ af31_3, { 3, 5, 4791 } }, 2);
+	/* Nor does a change of an entry no rule is made of. */
+	apply_msg("eth0", (struct dcb_app[]){ af31_3, fcoe_4 }, 2);
 	CHECK(nft.runs == 1);
 }
 
-static void test_non_dscp_entries_run_no_nft(void)
+/* Ethertype entries reach no IP hook: cgroups only, nft never runs. */
+static void test_ethertype_entries_run_no_nft(void)
 {
 	nft_begin(false);
 	log_begin();
-	apply_msg("eth0", two, 2);
+	apply_msg("eth0", &fcoe_4, 1);
 	CHECK(!strstr(log_end(), "nft"));
-	CHECK(nft.runs == 0 && st.ndscp == 0);
+	CHECK(cg_exists("cgdcbx-1-35078"));
+	CHECK(nft.runs == 0 && st.nrules == 0);
 	apply_msg("eth0", NULL, 0);
 	CHECK(nft.runs == 0);
 }
@@ -1379,8 +1395,8 @@ static void test_failed_nft_is_an_error_and_retried(void)
 	CHECK(strstr(log_end(), "dcbapp-netprio: nft table inet dcbapp: "
 		     "/usr/sbin/nft -f -: exit status 1: /dev/stdin:6:3-8: "
 		     "Error: Could not process rule: No such file or "
-		     "directory: DSCP rules not changed; will retry\n"));
-	CHECK(nft.runs == 1 && st.errors == 1 && st.ndscp == 0);
+		     "directory: rules not changed; will retry\n"));
+	CHECK(nft.runs == 1 && st.errors == 1 && st.nrules == 0);
 	/* Retried, counted, but the same line is not logged again. */
 	log_begin();
 	dcbapp_reconcile(&st);
@@ -1391,7 +1407,7 @@ static void test_failed_nft_is_an_error_and_retried(void)
 	log_begin();
 	dcbapp_reconcile(&st);
 	CHECK(!strcmp(log_end(), LINE_AF31_3));
-	CHECK(nft.runs == 3 && st.errors == 2 && st.ndscp == 2);
+	CHECK(nft.runs == 3 && st.errors == 2 && st.nrules == 2);
 	dcbapp_reconcile(&st);
 	CHECK(nft.runs == 3);
 }
@@ -1431,7 +1447,7 @@ static void test_vlan_created_later_gets_the_dscp_rule(void)
 	log_begin();
 	dcbapp_reconcile(&st);
 	CHECK(!strcmp(log_end(), ""));
-	CHECK(nft.runs == 3 && st.ndscp == 2);
+	CHECK(nft.runs == 3 && st.nrules == 2);
 }
 
 /* A quote would end nft's string: such a device gets no rule, said once. */
@@ -1466,27 +1482,38 @@ static void test_cleanup_deletes_the_nft_table(void)
 	CHECK(nft.runs == 2);
 	/* A run that never made the table does not run nft to delete it. */
 	nft_begin(false);
-	apply_msg("eth0", two, 2);
+	apply_msg("eth0", &fcoe_4, 1);
 	dcbapp_cleanup(&st);
 	CHECK(nft.runs == 0);
 }
 
-static void test_dscp_json_events_are_one_object_each(void)
+/* app on eth0 (and eth0.100), then gone: one JSON object each; log_json
+ * is left on. */
+static void check_rule_json_events(const struct dcb_app *app)
 {
+	char want[256];
+
 	nft_begin(false);
 	log_json = true;
 	log_begin();
-	apply_msg("eth0", &af31_3, 1);
-	CHECK(strstr(log_end(),
-		     "\n{\"event\":\"dscp\",\"port\":\"eth0\",\"selector\":5,"
-		     "\"protocol\":26,\"priority\":3,\"devs\":[\"eth0\","
-		     "\"eth0.100\"]}\n"));
+	apply_msg("eth0", app, 1);
+	snprintf(want, sizeof(want), "\n{\"event\":\"nft_rule\",\"port\":"
+		 "\"eth0\",\"selector\":%u,\"protocol\":%u,\"priority\":%u,"
+		 "\"devs\":[\"eth0\",\"eth0.100\"]}\n", app->selector,
+		 app->protocol, app->priority);
+	CHECK(strstr(log_end(), want));
 	log_begin();
 	apply_msg("eth0", NULL, 0);
-	CHECK(strstr(log_end(),
-		     "\n{\"event\":\"dscp_gone\",\"port\":\"eth0\","
-		     "\"selector\":5,\"protocol\":26,\"devs\":[\"eth0\","
-		     "\"eth0.100\"]}\n"));
+	snprintf(want, sizeof(want), "\n{\"event\":\"nft_rule_gone\","
+		 "\"port\":\"eth0\",\"selector\":%u,\"protocol\":%u,"
+		 "\"devs\":[\"eth0\",\"eth0.100\"]}\n", app->selector,
+		 app->protocol);
+	CHECK(strstr(log_end(), want));
+}
+
+static void test_dscp_json_events_are_one_object_each(void)
+{
+	check_rule_json_events(&af31_3);
 	apply_msg("eth0", &af31_3, 1);
 	log_begin();
 	dcbapp_cleanup(&st);
@@ -1495,29 +1522,235 @@ static void test_dscp_json_events_are_one_object_each(void)
 	log_json = false;
 }
 
-static void test_state_printout_lists_dscp_rules(void)
+static void test_state_printout_lists_the_nft_rules(void)
 {
 	char *buf = NULL;
 	size_t len;
 	FILE *f;
 
 	nft_begin(false);
-	apply_msg("eth0", &af31_3, 1);
+	apply_msg("eth0", (struct dcb_app[]){ af31_3, roce_3 }, 2);
 	f = open_memstream(&buf, &len);
 	dcbapp_print_state(f, true, &st);
 	fclose(f);
-	CHECK(strstr(buf, "]}],\"dscp\":[{\"dev\":\"eth0\",\"dscp\":26,"
-		     "\"priority\":3,\"port\":\"eth0\"},{\"dev\":"
-		     "\"eth0.100\",\"dscp\":26,\"priority\":3,\"port\":"
-		     "\"eth0\"}]}\n"));
+	CHECK(strstr(buf, "]}],\"nft_rules\":[{\"dev\":\"eth0\",\"selector\":3,"
+		     "\"protocol\":4791,\"priority\":3,\"port\":\"eth0\"},"
+		     "{\"dev\":\"eth0\",\"selector\":5,\"protocol\":26,"
+		     "\"priority\":3,\"port\":\"eth0\"},{\"dev\":\"eth0.100\","
+		     "\"selector\":3,\"protocol\":4791,\"priority\":3,"
+		     "\"port\":\"eth0\"},{\"dev\":\"eth0.100\",\"selector\":5,"
+		     "\"protocol\":26,\"priority\":3,\"port\":\"eth0\"}]}\n"));
 	free(buf);
 	buf = NULL;
 	f = open_memstream(&buf, &len);
 	dcbapp_print_state(f, false, &st);
 	fclose(f);
-	CHECK(strstr(buf, "\nnft oifname eth0 dscp 26 priority 3 (port eth0)\n"
+	CHECK(strstr(buf, "\nnft oifname eth0 udp/dccp dport 4791 priority 3 "
+		     "(port eth0)\n"
+		     "nft oifname eth0 dscp 26 priority 3 (port eth0)\n"
+		     "nft oifname eth0.100 udp/dccp dport 4791 priority 3 "
+		     "(port eth0)\n"
 		     "nft oifname eth0.100 dscp 26 priority 3 (port eth0)\n"));
 	free(buf);
+}
+
+/* ---- port entries (selectors 2, 3, 4): rules on the destination port */
+
+#define LINE_ROCE_3 "dcbapp-netprio: eth0: app sel 3 proto 4791 prio 3: " \
+	"nft udp/dccp dport 4791 priority 3 on eth0, eth0.100\n"
+#define ROCE_RULES(prio) \
+	NFT_PORT_RULE("eth0", "{ udp, dccp }", "4791", prio) \
+	NFT_PORT_RULE("eth0.100", "{ udp, dccp }", "4791", prio)
+
+/* What every RoCE guide installs: all of RoCEv2 goes to UDP 4791. */
+static void test_dgram_port_entry_gives_port_and_vlans_an_nft_rule(void)
+{
+	nft_begin(false);
+	log_begin();
+	apply_msg("eth0", &roce_3, 1);
+	CHECK(!strcmp(log_end(), "dcbapp-netprio: cgroup cgdcbx-3-4791 "
+		      "created\n"
+		      "dcbapp-netprio: eth0: app sel 3 proto 4791 prio 3: "
+		      "cgroup cgdcbx-3-4791 ifpriomap eth0 3, eth0.100 3\n"
+		      LINE_ROCE_3));
+	CHECK(nft.runs == 1);
+	/* one line per device (the DSCP test above spells the script out) */
+	CHECK(!strcmp(nft.last, NFT_HEAD ROCE_RULES("3") NFT_TAIL));
+	/* The cgroup is made as for any entry: tasks can still join it. */
+	CHECK(map_of("cgdcbx-3-4791", "eth0.100") == 3);
+	CHECK(st.nrules == 2 && st.errors == 0);
+}
+
+/* Selector 2 is TCP or SCTP, 4 any of TCP, UDP, SCTP, DCCP. */
+static void test_stream_and_any_port_entries_match_their_protocols(void)
+{
+	static const struct dcb_app e[] = {
+		{ IEEE_8021QAZ_APP_SEL_STREAM, 2, 3260 },	/* iSCSI */
+		{ IEEE_8021QAZ_APP_SEL_ANY, 2, 2049 },		/* NFS */
+	};
+
+	nft_begin(false);
+	log_begin();
+	apply_msg("eth0", e, 2);
+	CHECK(strstr(log_end(), "dcbapp-netprio: eth0: app sel 2 proto 3260 "
+		     "prio 2: nft tcp/sctp dport 3260 priority 2 on eth0, "
+		     "eth0.100\n"
+		     "dcbapp-netprio: eth0: app sel 4 proto 2049 prio 2: nft "
+		     "tcp/udp/sctp/dccp dport 2049 priority 2 on eth0, "
+		     "eth0.100\n"));
+	CHECK(!strcmp(nft.last, NFT_HEAD
+		      NFT_PORT_RULE("eth0", "{ tcp, sctp }", "3260", "2")
+		      NFT_PORT_RULE("eth0", "{ tcp, udp, sctp, dccp }", "2049",
+				    "2")
+		      NFT_PORT_RULE("eth0.100", "{ tcp, sctp }", "3260", "2")
+		      NFT_PORT_RULE("eth0.100", "{ tcp, udp, sctp, dccp }",
+				    "2049", "2") NFT_TAIL));
+}
+
+static void test_port_entry_with_two_priorities_uses_the_highest(void)
+{
+	static const struct dcb_app both[] = { { 3, 3, 4791 }, { 3, 5, 4791 } };
+
+	nft_begin(false);
+	apply_msg("eth0", both, 2);
+	CHECK(nft.runs == 1 && st.nrules == 2);
+	CHECK(!strcmp(nft.last, NFT_HEAD ROCE_RULES("5") NFT_TAIL));
+}
+
+/*
+ * Lab 9's sequence: 4791:5, then 4791:3 beside it (the highest, 5, stays:
+ * no nft), then 5 withdrawn: the rules go to 3, one line.
+ */
+static void test_port_entry_priority_change_rewrites_its_rules(void)
+{
+	static const struct dcb_app five = { 3, 5, 4791 };
+
+	nft_begin(false);
+	apply_msg("eth0", &five, 1);
+	apply_msg("eth0", (struct dcb_app[]){ five, roce_3 }, 2);
+	CHECK(nft.runs == 1);
+	log_begin();
+	apply_msg("eth0", &roce_3, 1);
+	CHECK(!strcmp(log_end(), "dcbapp-netprio: eth0: app sel 3 proto 4791 "
+		      "prio 3: cgroup cgdcbx-3-4791 ifpriomap eth0 3, "
+		      "eth0.100 3\n" LINE_ROCE_3));
+	CHECK(nft.runs == 2);
+	CHECK(!strcmp(nft.last, NFT_HEAD ROCE_RULES("3") NFT_TAIL));
+}
+
+static void test_removed_port_entry_removes_its_rules(void)
+{
+	nft_begin(false);
+	apply_msg("eth0", (struct dcb_app[]){ af31_3, roce_3 }, 2);
+	CHECK(nft.runs == 1 && st.nrules == 4);
+	log_begin();
+	apply_msg("eth0", &af31_3, 1);
+	CHECK(strstr(log_end(), "dcbapp-netprio: eth0: app sel 3 proto 4791 "
+		     "gone: nft udp/dccp dport 4791 rule removed on eth0, "
+		     "eth0.100\n"));
+	CHECK(nft.runs == 2 && st.nrules == 2);
+	CHECK(!strcmp(nft.last, NFT_HEAD NFT_RULES("eth0", "26", "3")
+		      NFT_RULES("eth0.100", "26", "3") NFT_TAIL));
+	/* The DSCP entry goes too: the table goes. */
+	apply_msg("eth0", NULL, 0);
+	CHECK(nft.runs == 3 && !strcmp(nft.last, NFT_DELETE));
+	CHECK(st.nrules == 0);
+}
+
+/*
+ * A packet several entries name (here: DSCP 26 to UDP 4791, or UDP 4791
+ * under selectors 3 and 4) takes the first rule it meets, the others see
+ * a priority set: the rules go highest priority first, so it gets the
+ * highest, as several priorities of one entry do.
+ */
+static void test_rules_go_highest_priority_first(void)
+{
+	static const struct dcb_app e[] = {
+		{ IEEE_8021QAZ_APP_SEL_DSCP, 3, 26 },
+		{ IEEE_8021QAZ_APP_SEL_ANY, 6, 4791 },
+		{ IEEE_8021QAZ_APP_SEL_DGRAM, 5, 4791 },
+		{ IEEE_8021QAZ_APP_SEL_DSCP, 7, 46 },
+	};
+
+	nft_begin(false);
+	apply_msg("eth0", e, 4);
+	CHECK(st.nrules == 8);
+	CHECK(!strcmp(nft.last, NFT_HEAD
+		      NFT_RULES("eth0", "46", "7")
+		      NFT_RULES("eth0.100", "46", "7")
+		      NFT_PORT_RULE("eth0", "{ tcp, udp, sctp, dccp }", "4791",
+				    "6")
+		      NFT_PORT_RULE("eth0.100", "{ tcp, udp, sctp, dccp }",
+				    "4791", "6")
+		      ROCE_RULES("5")
+		      NFT_RULES("eth0", "26", "3")
+		      NFT_RULES("eth0.100", "26", "3") NFT_TAIL));
+}
+
+/* Each port's devices get that port's priority for the entry. */
+static void test_port_entry_on_two_ports_gives_each_its_own(void)
+{
+	nft_begin(false);
+	apply_msg("eth0", &roce_3, 1);
+	log_begin();
+	apply_msg("eth1", (struct dcb_app[]){ { 3, 6, 4791 } }, 1);
+	CHECK(strstr(log_end(), "dcbapp-netprio: eth1: app sel 3 proto 4791 "
+		     "prio 6: nft udp/dccp dport 4791 priority 6 on eth1\n"));
+	CHECK(nft.runs == 2 && !strcmp(nft.last, NFT_HEAD
+		      NFT_PORT_RULE("eth1", "{ udp, dccp }", "4791", "6")
+		      ROCE_RULES("3") NFT_TAIL));
+}
+
+/* A VLAN device that comes later gets the port entry's rule too. */
+static void test_vlan_created_later_gets_the_port_rule(void)
+{
+	nft_begin(false);
+	apply_msg("eth0", &roce_3, 1);
+	add_dev("eth0.200", "DEVTYPE=vlan\n", "eth0");
+	log_begin();
+	dcbapp_reconcile(&st);
+	CHECK(strstr(log_end(), "dcbapp-netprio: eth0: app sel 3 proto 4791 "
+		     "prio 3: nft udp/dccp dport 4791 priority 3 on eth0, "
+		     "eth0.100, eth0.200\n"));
+	CHECK(nft.runs == 2 && strstr(nft.last, NFT_PORT_RULE("eth0.200",
+		      "{ udp, dccp }", "4791", "3")));
+}
+
+static void test_port_rule_json_events_are_one_object_each(void)
+{
+	check_rule_json_events(&roce_3);
+	log_json = false;
+}
+
+/* More rules than DCBAPP_MAX_RULES: the rest are left out, said once. */
+static void test_rules_beyond_the_limit_are_left_out_and_logged(void)
+{
+	static struct dcbapp_entry e[DCBAPP_MAX_CGROUPS];
+	char want[128];
+	int over;
+
+	nft_begin(false);
+	for (int v = 1; v <= 8; v++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "eth0.%d", v);
+		add_dev(name, "DEVTYPE=vlan\n", "eth0");
+	}
+	/* As many entries as there may be cgroups, on 10 devices. */
+	for (int i = 0; i < DCBAPP_MAX_CGROUPS; i++)
+		e[i] = (struct dcbapp_entry){ IEEE_8021QAZ_APP_SEL_DGRAM, 1,
+					      10000 + i };
+	over = 10 * DCBAPP_MAX_CGROUPS - DCBAPP_MAX_RULES;
+	snprintf(want, sizeof(want), "dcbapp-netprio: more than %d nft rules "
+		 "(device, entry): %d left out\n", DCBAPP_MAX_RULES, over);
+	log_begin();
+	apply("eth0", e, DCBAPP_MAX_CGROUPS);
+	CHECK(strstr(log_end(), want));
+	CHECK(st.nrules == DCBAPP_MAX_RULES && nft.runs == 1);
+	CHECK(st.errors == 1);
+	log_begin();
+	dcbapp_reconcile(&st);		/* the same note: not logged again */
+	CHECK(!strstr(log_end(), "left out") && nft.runs == 1);
 }
 
 /* dcbapp_nft_exec() on a stand-in nft: a shell script in our tmp dir. */
@@ -1743,18 +1976,28 @@ int main(int argc, char **argv)
 	test_state_printout_lists_ports_and_cgroups();
 
 	test_dscp_entry_gives_port_and_vlans_an_nft_rule();
-	test_captured_reply_gives_only_its_dscp_entry_rules();
+	test_captured_reply_gives_its_dscp_and_port_entry_rules();
 	test_dscp_entry_with_two_priorities_uses_the_highest();
 	test_removed_dscp_entry_removes_its_rules();
 	test_reconcile_with_nothing_changed_runs_no_nft();
-	test_non_dscp_entries_run_no_nft();
+	test_ethertype_entries_run_no_nft();
 	test_failed_nft_is_an_error_and_retried();
 	test_dscp_dry_run_runs_no_nft();
 	test_vlan_created_later_gets_the_dscp_rule();
 	test_device_name_nft_cannot_quote_gets_no_rule();
 	test_cleanup_deletes_the_nft_table();
 	test_dscp_json_events_are_one_object_each();
-	test_state_printout_lists_dscp_rules();
+	test_state_printout_lists_the_nft_rules();
+	test_dgram_port_entry_gives_port_and_vlans_an_nft_rule();
+	test_stream_and_any_port_entries_match_their_protocols();
+	test_port_entry_with_two_priorities_uses_the_highest();
+	test_port_entry_priority_change_rewrites_its_rules();
+	test_removed_port_entry_removes_its_rules();
+	test_rules_go_highest_priority_first();
+	test_port_entry_on_two_ports_gives_each_its_own();
+	test_vlan_created_later_gets_the_port_rule();
+	test_port_rule_json_events_are_one_object_each();
+	test_rules_beyond_the_limit_are_left_out_and_logged();
 	test_nft_exec_feeds_stdin_and_reports_status();
 	test_nft_script_of_no_rule_deletes_the_table();
 

@@ -467,9 +467,12 @@ def cgroup_apps(lab, *, load=1.2, bulk_prio=2, host="h1"):
     """Two unmodified senders on host, each offered load x line rate:
     one in the cgroup dcbapp-netprio makes for the APP entry the switch
     advertises (UDP 4791 -> its priority), one in a cgroup given
-    bulk_prio by hand. Both send to UDP 4791 (priosink counts one port):
-    net_prio classifies by the sender's cgroup, not by the destination
-    port. Returns (SharesResult, APP priority)."""
+    bulk_prio by hand. Both send to UDP SINK_PORT (priosink counts one
+    port): net_prio classifies by the sender's cgroup, not by the
+    destination port. Not to 4791: for that port dcbapp-netprio's nft
+    rule sets the APP priority in the output hook, before net_prio's map
+    is read, whatever the sender's cgroup. Returns (SharesResult, APP
+    priority)."""
     g = lab.guest(host)
     _, port, _ = congested_port(lab.topology)
     app = next(a for a in port.dcb.apps if a.selector == "dgram-port"
@@ -484,7 +487,7 @@ def cgroup_apps(lab, *, load=1.2, bulk_prio=2, host="h1"):
         map_priority(g, path, dev, bulk_prio)
         line = port.rate_bps / (8 * wire_bytes())
         rate = max(1, int(load * line))
-        r = offer(lab, (), senders=(), port=ROCE_PORT,
+        r = offer(lab, (), senders=(), port=SINK_PORT,
                   extra=[(host, app.priority, rate, CHAIN_CGROUP),
                          (host, bulk_prio, rate, path)])
     finally:
