@@ -1,23 +1,25 @@
 """RoCEv2 through the fabric (topology/dcb-fabric.toml, docs/roce.md):
 soft-RoCE (rxe0 on each host's eth0) carries perftest's RDMA writes and
-sends; its priority comes from the DSCP sw advertises (APP DSCP 26 ->
-3), applied on the hosts by dcbapp-netprio's nftables rule and on sw by
-its ports' DSCP trust. The scenarios are dcblab.scenarios.roce.
-
-Not here: RoCE streams beside bulk traffic with PFC and without. Under
-that load the streams stall in this lab, with PFC on and often with it
-off, differently from run to run (docs/roce.md, "Open: RoCE under
-load"): there is no behaviour of PFC's yet to assert."""
+sends; its priority comes from the APP entries sw advertises (DSCP 26
+-> 3 and UDP port 4791 -> 3), applied on the hosts by dcbapp-netprio's
+nftables rules and on sw by its ports' DSCP trust (and PCP trust, for
+RoCE on VLAN 100). The scenarios are dcblab.scenarios.roce; the lossless
+class under load with PFC and without is
+test_roce_under_load_is_lossless_with_pfc_and_collapses_without."""
 
 import json
 
 from dcblab.lab.baseline import restore
-from dcblab.scenarios.roce import (dscp_rules, roce_dscp, send_latency,
+from dcblab.scenarios.fabric import congested_port, expected_shares
+from dcblab.scenarios.roce import (dscp_rules, lossy_band_packets,
+                                   port_rules, roce_dscp, send_latency,
                                    write_streams)
 from dcblab.testing.dcb import ets_of, queue_tcs
 
 # The window the streams are counted over, seconds.
 SECONDS = 10
+# What PCP 0 and 2 each offer swp3 beside the RoCE streams, x its rate.
+LOAD = 1.2
 
 
 def test_every_rdma_nic_has_its_rxe_device_on_it(fabric):
@@ -60,8 +62,8 @@ def test_roce_write_alone_leaves_on_its_class_and_sw_trusts_its_dscp(
         fabric):
     """One RDMA write stream h1 -> h3, untagged, nothing else on the
     fabric, measured over a 10 s window: what rxe sent left h1's eth0 on
-    the TX queues of priority 3's class (dcbapp-netprio's DSCP rule gave
-    it priority 3), sw's DSCP trust filter on swp1 gave it priority 3
+    the TX queues of priority 3's class (dcbapp-netprio's rules gave it
+    priority 3), sw's DSCP trust filter on swp1 gave it priority 3
     and the congested port sent it in the band of priority 3's TC,
     dropping none; rxe retried nothing."""
     r = write_streams(fabric, senders=("h1",), seconds=SECONDS)
@@ -94,10 +96,10 @@ def test_roce_over_vlan_leaves_with_pcp_3(fabric):
 
 def test_strict_class_latency_beats_best_effort_under_load(fabric):
     """ib_send_lat h1 -> h3 at DSCP 46 (priority 5, sw's strict TC) and
-    at DSCP 0 (best effort, TC 0), each for 16 s while PCP 0 and 2
-    overload swp3: round trips at the strict class completed, and took
-    less on average than best effort's (which may complete none: its
-    lost packets wait for rxe's 1 s retry timer)."""
+    at DSCP 0 without dcbapp-netprio (best effort, TC 0), each for 16 s
+    while PCP 0 and 2 overload swp3: round trips at the strict class
+    completed, and took less on average than best effort's (which may
+    complete none: its lost packets wait for rxe's 1 s retry timer)."""
     strict = send_latency(fabric, prio=5)
     be = send_latency(fabric, prio=0)
     print(json.dumps({"strict": strict.as_json(), "best_effort":
@@ -108,11 +110,50 @@ def test_strict_class_latency_beats_best_effort_under_load(fabric):
     assert be.iterations == 0 or be.t_avg_us > strict.t_avg_us
 
 
-def test_dcbapp_turns_the_app_dscp_entries_into_nft_rules(fabric):
+def test_roce_under_load_is_lossless_with_pfc_and_collapses_without(
+        fabric):
+    """RDMA write streams h1 -> h3 and h2 -> h3 on VLAN 100 while PCP 0
+    and 2 from both offer 1.2 x swp3's rate each, 10 s window. With PFC
+    on priority 3: sw paused both senders, the RoCE band dropped
+    nothing, rxe counted no error at either end (h3's responder saw no
+    gap) and the streams got at least 70% of the band's ETS share. With
+    PFC off and the band a lossy class's buffer (lossy_band_packets():
+    less than rxe keeps in flight): no pause, the band dropped RoCE,
+    h3's responder saw gaps and the senders went back (NAKs, retry
+    timeouts), and the goodput fell below half of PFC's. Both runs'
+    streams stay connected: rxe retries, it does not give up."""
+    _, port, _ = congested_port(fabric.topology)
+    want = expected_shares(port.dcb, (0, 2, 3))[3] * port.rate_bps / 1e6
+    on = write_streams(fabric, seconds=SECONDS, vlan=100, load=LOAD)
+    off = write_streams(fabric, seconds=SECONDS, vlan=100, load=LOAD,
+                        pfc=False)
+    print(json.dumps({"on": on.as_json(), "off": off.as_json(),
+                      "share_mbit_s": want}, indent=1))
+    for r in (on, off):
+        assert all(s.rc == 0 and s.through_window for s in r.streams), \
+            r.streams
+        assert r.errors["retry_exceeded_err"] == 0
+    assert on.band_limit is None
+    assert all(n > 0 for n in on.indications.values()), on.indications
+    assert on.band_drops == 0
+    assert on.error_total == 0, on.errors
+    assert on.goodput_mbit_s >= 0.7 * want, (on.goodput_mbit_s, want)
+    assert off.band_limit == lossy_band_packets(port)
+    assert not any(off.indications.values()), off.indications
+    assert off.band_drops > 0
+    assert off.errors["out_of_seq_request"] > 0, off.errors
+    assert off.errors["rcvd_seq_err"] + off.errors["completer_retry_err"] \
+        > 0, off.errors
+    assert off.goodput_mbit_s < 0.5 * on.goodput_mbit_s, \
+        (off.goodput_mbit_s, on.goodput_mbit_s)
+
+
+def test_dcbapp_turns_the_app_entries_into_nft_rules(fabric):
     """dcbapp-netprio on h1, with the APP table lldpad adopted from sw
-    (DSCP 26 -> 3, 46 -> 5): its table inet dcbapp gives each DSCP its
-    priority on eth0 and eth0.100, IPv4 and IPv6, for packets without a
-    priority of their own; stopped (--cleanup), the table is gone."""
+    (DSCP 26 -> 3, 46 -> 5, UDP port 4791 -> 3): its table inet dcbapp
+    gives each DSCP its priority on eth0 and eth0.100, IPv4 and IPv6,
+    and UDP (and DCCP) port 4791 priority 3 on both, for packets without
+    a priority of their own; stopped (--cleanup), the table is gone."""
     from dcblab.lab import start_dcbapp, stop_dcbapp
     from dcblab.testing.dcb import wait_for
     h1 = fabric.guest("h1")
@@ -120,6 +161,7 @@ def test_dcbapp_turns_the_app_dscp_entries_into_nft_rules(fabric):
     try:
         rules, _ = wait_for("dcbapp-netprio's DSCP rules",
                             lambda: dscp_rules(h1), lambda r: len(r) == 8)
+        ports = port_rules(h1)
     finally:
         stop_dcbapp(h1.machine)
     for dev in ("eth0", "eth0.100"):
@@ -129,4 +171,11 @@ def test_dcbapp_turns_the_app_dscp_entries_into_nft_rules(fabric):
                                         f"{dscp:#x} meta priority none")
                            and r.endswith(f"meta priority set 0:{prio}")
                            for r in rules), (dev, fam, dscp, rules)
-    assert dscp_rules(h1) == []
+        # nft -n: the protocols by number, UDP 17 and DCCP 33
+        assert any(r.startswith(f'oifname "{dev}" meta l4proto '
+                                "{ 17, 33 } th dport 4791 meta priority "
+                                "none") and
+                   r.endswith("meta priority set 0:3") for r in ports), \
+            (dev, ports)
+    assert len(ports) == 2
+    assert dscp_rules(h1) == [] and port_rules(h1) == []

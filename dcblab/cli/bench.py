@@ -672,13 +672,14 @@ def _pfc_rows(args, accel):
 
 def _roce_rows(args, accel):
     """RoCEv2 through the fabric (docs/roce.md): per run, one lab, a
-    stream alone, two streams under load with PFC and without, and
+    stream alone, two streams on VLAN 100 under load with PFC and
+    without (the band then a lossy class's 16-packet buffer), and
     ib_send_lat at the strict class and best effort under load."""
     from ..scenarios.roce import send_latency, write_streams
     runs = _in_fabric_labs("RoCE", "roce", args.roce_runs, accel, lambda h: {
         "alone": write_streams(h, senders=("h1",)),
-        "on": write_streams(h, load=1.2),
-        "off": write_streams(h, load=1.2, pfc=False),
+        "on": write_streams(h, vlan=100, load=1.2),
+        "off": write_streams(h, vlan=100, load=1.2, pfc=False),
         "strict": send_latency(h, prio=5), "be": send_latency(h, prio=0)})
     med, n = statistics.median, args.roce_runs
 
@@ -692,8 +693,12 @@ def _roce_rows(args, accel):
     for key, what in (("on", "PFC on"), ("off", "PFC off")):
         rows.append((f"RoCE 2 streams, {what}: goodput",
                      f"{m(key, lambda r: r.goodput_mbit_s):.2f} Mbit/s",
-                     f"median of {n}: h1 + h2 -> h3, PCP 0 and 2 at 1.2x "
-                     "the port each; the band's ETS share is 5 Mbit/s"))
+                     f"median of {n}: h1 + h2 -> h3 on VLAN 100, PCP 0 "
+                     "and 2 at 1.2x the port each; the band's ETS share "
+                     "is 5 Mbit/s"))
+        rows.append((f"  RoCE band drops, {what}",
+                     f"{m(key, lambda r: r.band_drops):.0f}",
+                     f"median of {n}: at swp3, in the 10 s window"))
         rows.append((f"  rxe errors, {what}",
                      f"{m(key, lambda r: r.error_total):.0f}",
                      f"median of {n}: {', '.join(ERRS)} on both ends"))

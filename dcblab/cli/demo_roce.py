@@ -1,12 +1,14 @@
 """`dcblab demo roce`: RoCEv2 over soft-RoCE through the fabric
-(docs/roce.md). The lab up; the rxe devices, the APP DSCP entries the
-hosts learnt from sw by DCBX and the nftables rules dcbapp-netprio made
-of them; one RDMA write stream alone and where its packets went; two
-streams while bulk traffic overloads the congested port, with PFC and
-without, side by side; ib_send_lat at the strict class against best
-effort under the same load; down. Exit 1 when the stream alone was
-not carried by its class or the strict class was not faster; the PFC
-table is shown, not judged (docs/roce.md, "Open: RoCE under load")."""
+(docs/roce.md). The lab up; the rxe devices, the APP entries (DSCP, UDP
+port 4791) the hosts learnt from sw by DCBX and the nftables rules
+dcbapp-netprio made of them; one RDMA write stream alone and where its
+packets went; two streams on VLAN 100 while bulk traffic overloads the
+congested port, with PFC and without (the RoCE band then a lossy
+class's buffer), side by side; ib_send_lat at the strict class against
+best effort under the same load; down. Exit 1 when the stream alone
+was not carried by its class, the PFC run lost RoCE or got under 70% of
+its share, the run without PFC dropped none or kept half of PFC's
+goodput, or the strict class was not faster."""
 
 import json
 import time
@@ -15,7 +17,8 @@ from ..core import paths
 from ..core.errors import UsageError
 from ..lab import Lab
 from ..scenarios.fabric import congested_port, expected_shares
-from ..scenarios.roce import (ERROR_COUNTERS, RXE, roce_apps, send_latency,
+from ..scenarios.roce import (ERROR_COUNTERS, RXE, lossy_band_packets,
+                              port_apps, roce_apps, send_latency,
                               write_streams)
 from ..topology import load
 from .common import say
@@ -25,6 +28,9 @@ __all__ = ["demo_roce", "check_roce_topology", "FABRIC"]
 
 FABRIC = paths.ROOT / "topology" / "dcb-fabric.toml"
 LOAD = 1.2
+# the streams under load: tagged, so that sw classifies every RoCEv2
+# packet by its PCP (those without the QP's DSCP too)
+VLAN = 100
 SECONDS = 10.0
 
 
@@ -91,14 +97,17 @@ def demo_roce(topology=None, name="demo-roce"):
             "devices (topology key rdma):")
         _devices(lab)
         apps = " ".join(f"{d}:{p}" for d, p in roce_apps(topo))
-        say(f"\n{sw.name} advertises APP DSCP {apps} by DCBX; h1 took "
-            "them (dcb app show dev eth0):")
+        ports = " ".join(f"{n}:{p}" for n, p in port_apps(topo))
+        say(f"\n{sw.name} advertises APP DSCP {apps} and UDP port {ports} "
+            "by DCBX; h1 took them (dcb app show dev eth0):")
         for line in lab.h1.run(["dcb", "app", "show", "dev",
                                 "eth0"]).stdout.splitlines():
             say(f"  {line}")
         say("dcbapp-netprio turns them into nftables rules (rxe sends "
-            "from kernel sockets: no cgroup reaches it); sw's ports trust "
-            "DSCP on ingress")
+            "from kernel sockets: no cgroup reaches it; the port rule "
+            "also catches the RoCEv2 packets without the QP's DSCP: "
+            "rdma_cm's, perftest's exchange); sw's ports trust DSCP, then "
+            "PCP, on ingress")
 
         say(f"\none RDMA write stream h1 -> {rx} ({RXE}, ib_write_bw, "
             f"64 KiB writes), nothing else on the fabric, "
@@ -115,20 +124,29 @@ def demo_roce(topology=None, name="demo-roce"):
             wrong.append("the stream alone was not carried by its band "
                          "without drops")
 
-        say(f"\nRDMA writes from h1 and h2 to {rx} while PCP 0 and 2 from "
-            f"both offer {LOAD} x {port.rate} each; with PFC on priority 3, "
-            "then with PFC off on sw's ports ...")
-        on = write_streams(lab, seconds=SECONDS, load=LOAD)
-        off = write_streams(lab, seconds=SECONDS, load=LOAD, pfc=False)
+        say(f"\nRDMA writes from h1 and h2 to {rx} on VLAN {VLAN} (PCP 3) "
+            f"while PCP 0 and 2 from both offer {LOAD} x {port.rate} each; "
+            "with PFC on priority 3, then with PFC off on sw's ports and "
+            f"the RoCE band a lossy class's buffer "
+            f"({lossy_band_packets(port)} packets) ...")
+        on = write_streams(lab, seconds=SECONDS, vlan=VLAN, load=LOAD)
+        off = write_streams(lab, seconds=SECONDS, vlan=VLAN, load=LOAD,
+                            pfc=False)
         _streams_table(on, off)
         want = share * port.rate_bps / 1e6
         say(f"  the RoCE band's ETS share: {share:.0%} of {port.rate} = "
-            f"{want:.1f} Mbit/s. Not yet what a RoCE fabric with PFC "
-            "does: in this lab the streams stall under this load, with "
-            "PFC on and often with it off (docs/roce.md, \"Open: RoCE "
-            "under load\"), so this table is shown, not judged")
+            f"{want:.1f} Mbit/s")
+        if on.band_drops or on.error_total or \
+                on.goodput_mbit_s < 0.7 * want:
+            wrong.append("with PFC the RoCE streams lost packets or got "
+                         "less than 70% of their share")
+        if not off.band_drops or off.goodput_mbit_s >= \
+                0.5 * on.goodput_mbit_s:
+            wrong.append("without PFC the RoCE band dropped nothing or "
+                         "the goodput did not fall below half of PFC's")
         say("\nib_send_lat h1 -> h3 under the same load: DSCP 46 (priority "
-            "5, strict) and DSCP 0 (best effort) ...")
+            "5, strict), and DSCP 0 without dcbapp-netprio (best "
+            "effort) ...")
         strict = send_latency(lab, prio=5, load=LOAD)
         be = send_latency(lab, prio=0, load=LOAD)
         cells = [("class", "round trips", "average latency", "rxe errors")]

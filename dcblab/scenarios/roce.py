@@ -6,15 +6,17 @@ tests/test_roce.py, ``dcblab demo roce`` and ``dcblab bench``.
 How a RoCE packet gets its priority, as deployed: perftest asks rdma_cm
 for a ToS (``-T``: DSCP 26 << 2), and rxe writes it into the IP header
 of the QP's RDMA writes (not of rdma_cm's MADs nor of perftest's
-exchange over the QP before them: those were ToS 0 in every capture,
-docs/roce.md); dcbapp-netprio on the host turns the APP DSCP entry sw
-advertised by DCBX into an nftables output rule (DSCP 26 -> priority 3,
-on eth0 and its VLANs), since rxe sends from kernel sockets that no
-net_prio cgroup holds; priority 3 picks the TC's TX queues on eth0 (and
-PCP 3 on a VLAN); sw's ports trust DSCP, so the packet has priority 3
-on sw too and waits in the ETS band of TC 2, where PFC is meant to
-pause the senders' priority 3 instead of dropping (under load it does
-not yet: docs/roce.md, "Open: RoCE under load").
+exchange over its own QP: those were ToS 0 in every capture,
+docs/roce.md); dcbapp-netprio on the host turns the APP entries sw
+advertised by DCBX into nftables output rules (UDP port 4791 and DSCP
+26 -> priority 3, on eth0 and its VLANs), since rxe sends from kernel
+sockets that no net_prio cgroup holds; priority 3 picks the TC's TX
+queues on eth0 (and PCP 3 on a VLAN); sw's ports trust DSCP, then PCP,
+so a packet has priority 3 on sw when it carries DSCP 26 or is tagged
+with PCP 3 (the ToS-0 ones: the streams under load run on VLAN 100),
+and waits in the ETS band of TC 2, where PFC pauses the senders'
+priority 3 instead of dropping (write_streams with pfc False: the
+band a lossy class, which drops).
 
 What is counted where: perftest's own bandwidth and latency; rxe's
 counters (``rdma statistic``) on both ends of each QP, before and after;
@@ -32,15 +34,17 @@ from dataclasses import dataclass, field
 
 from ..guest.agent import AgentError, AgentTimeout
 from ..lab import start_dcbapp, stop_dcbapp
-from ..lab.switch import ETS_HANDLE
+from ..lab.switch import ETS_HANDLE, pfc_thresholds
 from ..testing.dcb import tx_queue_packets, wait_for
 from .fabric import class_stats, congested_port, offer, pinned_neighbours
 from .pfc import band_of, pfc_counters, set_switch_pfc
 
 __all__ = ["RXE", "ERROR_COUNTERS", "rxe_stats", "roce_dscp", "Stream",
            "StreamsResult", "write_streams", "dscp_filter_packets",
-           "dscp_rules", "parse_bw", "roce_apps", "LatencyResult",
-           "send_latency", "parse_lat_avg", "wait_listening"]
+           "dscp_rules", "port_rules", "app_rules", "port_apps",
+           "parse_bw", "roce_apps", "LatencyResult",
+           "send_latency", "parse_lat_avg", "wait_listening",
+           "start_perftest", "lossy_band_packets"]
 
 RXE = "rxe0"
 # rxe's counters that say a packet was lost, late or sent twice: the
@@ -63,7 +67,14 @@ STARTUP_S = 8
 # running in the receiver): a TCG guest can hold an ACK longer than that
 # (docs/roce.md, "What rxe under TCG does").
 QP_TIMEOUT = 18
+# perftest -R's QPs per client: its exchange's, then the measured one.
+PERFTEST_QPS = 2
+# What perftest prints when ib_cm rejected its second connect for want of
+# a listener (start_perftest).
+CM_RACE = "RDMA_CM_EVENT_REJECTED; error: 8"
 NFT = "/usr/sbin/nft"
+# A full Ethernet frame with its 802.1Q tag, bytes.
+FRAME = 1522
 
 
 def rxe_stats(guest, dev=RXE):
@@ -128,13 +139,32 @@ def dscp_filter_packets(guest, dev, dscp):
     return n
 
 
-def dscp_rules(guest):
-    """The rules of dcbapp-netprio's table (its DSCP -> priority), as
-    `nft -n list table inet dcbapp` prints them (DSCP in hex: 0x1a)."""
+def app_rules(guest):
+    """The rules of dcbapp-netprio's table, as `nft -n list table inet
+    dcbapp` prints them (DSCP in hex: 0x1a; protocols as numbers:
+    `meta l4proto { 17, 33 } th dport 4791`)."""
     res = guest.run([NFT, "-n", "list", "table", "inet", "dcbapp"],
                     check=False)
     return [ln.strip() for ln in res.stdout.splitlines()
-            if "dscp" in ln] if res.rc == 0 else []
+            if "meta priority set" in ln] if res.rc == 0 else []
+
+
+def dscp_rules(guest):
+    """app_rules() of the DSCP entries."""
+    return [ln for ln in app_rules(guest) if " dscp " in ln]
+
+
+def port_rules(guest):
+    """app_rules() of the port entries (a destination port)."""
+    return [ln for ln in app_rules(guest) if " dport " in ln]
+
+
+def port_apps(topology):
+    """The port APP entries of the congested port (sw advertises them):
+    [(port, priority)]; the fabric's UDP 4791 (RoCEv2) -> 3."""
+    _, port, _ = congested_port(topology)
+    return [(a.protocol, a.priority) for a in port.dcb.apps
+            if a.selector in ("stream-port", "dgram-port", "port")]
 
 
 @dataclass
@@ -182,6 +212,10 @@ class StreamsResult:
     indications: dict = field(default_factory=dict)  # {host: PFC frames}
     bulk_mbit_s: dict = field(default_factory=dict)  # {pcp: at rx}
     tx_queues: dict = field(default_factory=dict)  # {host: {q: packets}}
+    connect_retries: int = 0              # start_perftest's
+    # the RoCE band's pfifo without PFC (lossy_band_packets), packets;
+    # None: the lossless band's bfifo (pfc_thresholds: xoff + headroom)
+    band_limit: object = None
 
     @property
     def goodput_mbit_s(self):
@@ -226,15 +260,64 @@ def _qp_states(guest):
 
 
 def _connected(guest):
-    """Whether guest's perftest has a connected QP (state RTS)."""
-    return "RTS" in _qp_states(guest)
+    """Whether guest's perftest has its measured QP connected: both of
+    its QPs in state RTS (PERFTEST_QPS)."""
+    return _qp_states(guest).count("RTS") >= PERFTEST_QPS
 
 
-def _wait_connected(guest, timeout=30.0):
-    """Until guest's perftest QP is connected (state RTS)."""
-    wait_for(f"{guest.name}: perftest's QP connected",
-             lambda: _qp_states(guest), lambda st: "RTS" in st,
-             timeout=timeout, interval=0.2)
+def start_perftest(g_srv, g_cli, argv, address, port, tries=3):
+    """A perftest server (argv) on g_srv and its client (argv, address)
+    on g_cli: (server, client, retries) once the client's measured QP is
+    connected. perftest -R connects twice to the server's port, first
+    for its own exchange (a QP of its own, without -T's ToS), then the
+    measured QP; between the two the server closes its listening cm_id
+    and opens a new one, and a client whose second REQ comes first is
+    rejected by ib_cm: no listener, REJ reason 8 (seen with the ib_cma
+    tracepoints: the REQ 3 ms before the new listen, in about one
+    connect of eight under TCG). That client exits (SIGSEGV) and its
+    server waits for it forever: both are killed and started again, at
+    most tries times, and the retries counted."""
+    for attempt in range(tries):
+        server = g_srv.spawn(argv)
+        client = None
+        try:
+            wait_listening(g_srv, [port])
+            client = g_cli.spawn([*argv, address])
+            st, _ = wait_for(
+                f"{g_cli.name}: perftest's measured QP connected",
+                lambda: _qp_states_alive(g_cli, client),
+                lambda v: v[0].count("RTS") >= PERFTEST_QPS or not v[1],
+                timeout=30, interval=0.2)
+        except BaseException:
+            _reap(g_cli, [client] if client else [])
+            _reap(g_srv, [server])
+            raise
+        if st[1]:
+            return server, client, attempt
+        res = g_cli.wait(client, timeout=10, check=False)
+        _reap(g_srv, [server])
+        if CM_RACE not in res.stderr or attempt == tries - 1:
+            last = [ln for ln in res.stderr.splitlines() if ln.strip()]
+            raise AgentError(f"{g_cli.name}: {argv[0]} to {address} port "
+                             f"{port} exited {res.rc} before its QP "
+                             f"connected (try {attempt + 1} of {tries}): "
+                             f"{' / '.join(last[-3:])}")
+    raise AssertionError("unreachable")
+
+
+def _qp_states_alive(guest, spawned):
+    """(perftest's QP states, whether spawned still runs): one command."""
+    # a zombie (exited, not yet reaped by the agent) is not alive
+    out = guest.run(["sh", "-c", "rdma -j resource show qp; s=; "
+                     f"while read -r k v _; do [ \"$k\" = State: ] && "
+                     f"s=$v && break; done < /proc/{spawned.pid}/status; "
+                     "[ -n \"$s\" ] && [ \"$s\" != Z ] && echo alive"],
+                    check=False).stdout
+    lines = out.splitlines()
+    qps = json.loads(lines[0]) if lines else []
+    return ([q.get("state") for q in qps
+             if q.get("comm") in ("ib_write_bw", "ib_send_lat")],
+            "alive" in lines[1:])
 
 
 def _wait_or_kill(guest, spawned, timeout):
@@ -267,17 +350,22 @@ def _perftest(tool, tos, port, seconds=None, extra=()):
 
 def _with_dcbapp(lab, hosts):
     """Start dcbapp-netprio on each host (eth0 and its VLANs) and wait
-    until its DSCP rules are in: what turns sw's APP DSCP entry, learnt
-    by DCBX, into the priority of rxe's packets."""
+    until its rules are in: what turns sw's APP entries, learnt by DCBX,
+    into the priority of rxe's packets: DSCP 26 -> 3 (the QP's RDMA
+    writes) and UDP port 4791 -> 3 (every RoCEv2 packet, the ToS-0 ones
+    of rdma_cm and of perftest's exchange included)."""
     dscps = [d for d, _ in roce_apps(lab.topology)]
+    ports = [p for p, _ in port_apps(lab.topology)]
     for h in hosts:
         start_dcbapp(lab.guest(h).machine, "--dev", "eth0")
     for h in hosts:
         g = lab.guest(h)
-        wait_for(f"{h}: dcbapp-netprio's DSCP rules for {dscps}",
-                 lambda g=g: dscp_rules(g),
+        wait_for(f"{h}: dcbapp-netprio's rules for DSCP {dscps} and "
+                 f"ports {ports}", lambda g=g: app_rules(g),
                  lambda r: all(any(f"dscp {d:#x} " in ln for ln in r)
-                               for d in dscps), timeout=20)
+                               for d in dscps)
+                 and all(any(f"dport {p} " in ln for ln in r)
+                         for p in ports), timeout=20)
 
 
 def _stop_dcbapp(lab, hosts):
@@ -309,6 +397,38 @@ def _start_load(lab, lossy, load, seconds, warmup, **kw):
     return thread, got
 
 
+def lossy_band_packets(port):
+    """The buffer write_streams(pfc=False) gives the RoCE band of the
+    congested port, in packets: what the band holds before pfcd would
+    pause the senders (its XOFF threshold), without the headroom a
+    switch reserves only for a PFC class. rxe keeps up to 128 packets
+    of a QP in flight, so two streams overflow it."""
+    return max(pfc_thresholds(port)[0] // FRAME, 2)
+
+
+@contextlib.contextmanager
+def _lossy_band(g_sw, port, band):
+    """The RoCE band of port as a lossy class: once pfcd has removed its
+    bfifo (PFC is off), a pfifo of lossy_band_packets() (pfcd manages
+    bfifos only, so it keeps this one); on exit the band gets the ets
+    qdisc's default child back, for pfcd to make lossless again."""
+    limit = lossy_band_packets(port)
+
+    def children():
+        out = json.loads(g_sw.run(["tc", "-j", "qdisc", "show", "dev",
+                                   port.name]).stdout)
+        return {q.get("kind") for q in out if q.get("parent") == band}
+    wait_for(f"{port.name}: band {band} without its lossless bfifo",
+             children, lambda k: "bfifo" not in k, timeout=15)
+    g_sw.run(["tc", "qdisc", "replace", "dev", port.name, "parent", band,
+              "pfifo", "limit", str(limit)])
+    try:
+        yield limit
+    finally:
+        g_sw.run(["tc", "qdisc", "del", "dev", port.name, "parent", band],
+                 check=False)
+
+
 def write_streams(lab, *, senders=("h1", "h2"), seconds=10.0, prio=3,
                   vlan=None, load=0.0, lossy=(0, 2), pfc=True):
     """An RDMA write stream (ib_write_bw, 64 KiB writes) from each sender
@@ -317,7 +437,8 @@ def write_streams(lab, *, senders=("h1", "h2"), seconds=10.0, prio=3,
     once all are connected; with load, lossy PCPs offered at load x the
     port's rate from the senders (fabric.offer) from before the window
     to after it; with pfc False, sw's ports have PFC off for the run
-    (the negative control)."""
+    and the congested port's RoCE band a lossy class's buffer,
+    lossy_band_packets() (the negative control)."""
     topo = lab.topology
     sw, port, rx = congested_port(topo)
     g_sw, g_rx = lab.guest(sw.name), lab.guest(rx)
@@ -331,7 +452,8 @@ def write_streams(lab, *, senders=("h1", "h2"), seconds=10.0, prio=3,
     # margin; a stream that ended inside the window fails the run.
     run_s = int(seconds + (STARTUP_S + 10 if load else STARTUP_S))
     dst = topo.address(rx, vlan=vlan)
-    servers, clients, bulk, loader = [], [], {}, None
+    servers, clients, bulk, loader, retries = [], [], {}, None, 0
+    band_limit = None
     pins = contextlib.ExitStack()
     try:
         if not pfc:
@@ -342,6 +464,7 @@ def write_streams(lab, *, senders=("h1", "h2"), seconds=10.0, prio=3,
                 wait_for(f"{h}: PFC off by DCBX",
                          lambda g=lab.guest(h): pfc_counters(g, "eth0")
                          ["prio_pfc"], lambda m: not any(m), timeout=20)
+            band_limit = pins.enter_context(_lossy_band(g_sw, port, band))
         _with_dcbapp(lab, hosts)
         # ARP is priority 0: in an overloaded best-effort band a
         # re-resolution of h3's address is lost, and rxe's packets wait
@@ -350,21 +473,20 @@ def write_streams(lab, *, senders=("h1", "h2"), seconds=10.0, prio=3,
         # does on the VLAN.
         if load:
             pins.enter_context(pinned_neighbours(lab, senders, rx, vlan))
-        servers = [g_rx.spawn(_perftest("ib_write_bw", tos, p, run_s,
-                                        ("-s", str(SIZE))))
-                   for p in ports]
-        wait_listening(g_rx, ports)
-        # One connection at a time: two rdma_cm connects to h3 at the
-        # same moment had one of them rejected (RDMA_CM_EVENT_REJECTED,
-        # status 8) in each of three tries, and perftest then crashed
-        # (SIGSEGV); one after the other they connect (docs/roce.md).
+        # One connection at a time, each through start_perftest: two
+        # clients connecting to h3 at the same moment had one of them
+        # rejected (REJ reason 8, the race start_perftest retries) in
+        # each of three tries (docs/roce.md).
         # rdma_cm's MADs carry no DSCP (priority 0), so they are made
         # before the load: in an overloaded best-effort band they are
         # lost and retried for seconds.
         for h, p in zip(senders, ports):
-            clients.append((h, lab.guest(h).spawn(_perftest(
-                "ib_write_bw", tos, p, run_s, ("-s", str(SIZE), dst)))))
-            _wait_connected(lab.guest(h))
+            sv, cl, n = start_perftest(
+                g_rx, lab.guest(h), _perftest("ib_write_bw", tos, p, run_s,
+                                              ("-s", str(SIZE))), dst, p)
+            servers.append(sv)
+            clients.append((h, cl))
+            retries += n
         if load:
             loader, bulk = _start_load(lab, lossy, load, seconds + 5, 1.5,
                                        senders=senders)
@@ -453,7 +575,8 @@ def write_streams(lab, *, senders=("h1", "h2"), seconds=10.0, prio=3,
         indications={h: b["ind"][h] - a["ind"][h] for h in senders},
         bulk_mbit_s=({p: v / 1e6 for p, v in bulk["r"].got_bps.items()}
                      if "r" in bulk else {}),
-        tx_queues={h: _delta(a["q"][h], b["q"][h]) for h in senders})
+        tx_queues={h: _delta(a["q"][h], b["q"][h]) for h in senders},
+        connect_retries=retries, band_limit=band_limit)
 
 
 def parse_lat_avg(out):
@@ -480,12 +603,14 @@ class LatencyResult:
 def send_latency(lab, *, prio=5, src="h1", seconds=16, load=1.2,
                  lossy=(0, 2), size=64):
     """ib_send_lat from src to the congested port's host for seconds, at
-    the DSCP the fabric gives prio (prio without one: DSCP 0, best
-    effort), connected first and then (load) with lossy PCPs offered at
+    the DSCP the fabric gives prio, connected first and then (load) with lossy PCPs offered at
     load x the port's rate from h1 and h2 for the rest of the run.
     perftest measures the middle (its 2 s margins off), so the load,
     on ~2 s after the connect, covers nearly all of what is measured;
-    duration mode reports the average only."""
+    duration mode reports the average only. A prio without an APP DSCP
+    entry is RoCE left to best effort: DSCP 0, and no dcbapp-netprio on
+    the hosts (its UDP 4791 rule would give every RoCEv2 packet
+    priority 3)."""
     topo = lab.topology
     _, _, rx = congested_port(topo)
     apps = {p: d for d, p in roce_apps(topo)}
@@ -497,17 +622,15 @@ def send_latency(lab, *, prio=5, src="h1", seconds=16, load=1.2,
     server, client, loader = None, None, None
     pins = contextlib.ExitStack()
     try:
-        _with_dcbapp(lab, hosts)
+        if dscp:
+            _with_dcbapp(lab, hosts)
         if load:
             pins.enter_context(pinned_neighbours(lab, [src], rx, None))
         extra = ("-s", str(size))
-        server = g_rx.spawn(_perftest("ib_send_lat", tos, lat_port, seconds,
-                                      extra))
-        wait_listening(g_rx, [lat_port])
         before = {h: rxe_stats(lab.guest(h)) for h in hosts}
-        client = g_src.spawn(_perftest("ib_send_lat", tos, lat_port,
-                                       seconds, (*extra, topo.address(rx))))
-        _wait_connected(g_src)
+        server, client, _ = start_perftest(
+            g_rx, g_src, _perftest("ib_send_lat", tos, lat_port, seconds,
+                                   extra), topo.address(rx), lat_port)
         if load:
             loader, _ = _start_load(lab, lossy, load, seconds, 1.0)
         res = g_src.wait(client, timeout=seconds + 90)
@@ -521,7 +644,8 @@ def send_latency(lab, *, prio=5, src="h1", seconds=16, load=1.2,
         pins.close()
         _reap(g_src, [client] if client else [])
         _reap(g_rx, [server] if server else [])
-        _stop_dcbapp(lab, hosts)
+        if dscp:
+            _stop_dcbapp(lab, hosts)
     it, avg = parse_lat_avg(res.stdout)
     errs = {k: sum(after[h][k] - before[h][k] for h in hosts)
             for k in ERROR_COUNTERS}
