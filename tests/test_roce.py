@@ -5,7 +5,8 @@ sends; its priority comes from the APP entries sw advertises (DSCP 26
 nftables rules and on sw by its ports' DSCP trust (and PCP trust, for
 RoCE on VLAN 100). The scenarios are dcblab.scenarios.roce; the lossless
 class under load with PFC and without is
-test_roce_under_load_is_lossless_with_pfc_and_collapses_without."""
+test_roce_under_load_is_lossless_with_pfc_and_collapses_without (on VLAN
+100) and test_untagged_roce_under_load_is_lossless_with_pfc."""
 
 import json
 
@@ -110,6 +111,20 @@ def test_strict_class_latency_beats_best_effort_under_load(fabric):
     assert be.iterations == 0 or be.t_avg_us > strict.t_avg_us
 
 
+def _assert_lossless(r, want):
+    """r (write_streams with PFC on) is lossless: both streams connected
+    through the window, sw paused both senders, the RoCE band (its
+    bfifo) dropped nothing, rxe counted no error at either end, and the
+    goodput reached 70% of want, the band's ETS share in Mbit/s."""
+    assert all(s.rc == 0 and s.through_window for s in r.streams), \
+        r.streams
+    assert r.band_limit is None
+    assert all(n > 0 for n in r.indications.values()), r.indications
+    assert r.band_drops == 0
+    assert r.error_total == 0, r.errors
+    assert r.goodput_mbit_s >= 0.7 * want, (r.goodput_mbit_s, want)
+
+
 def test_roce_under_load_is_lossless_with_pfc_and_collapses_without(
         fabric):
     """RDMA write streams h1 -> h3 and h2 -> h3 on VLAN 100 while PCP 0
@@ -129,15 +144,10 @@ def test_roce_under_load_is_lossless_with_pfc_and_collapses_without(
                         pfc=False)
     print(json.dumps({"on": on.as_json(), "off": off.as_json(),
                       "share_mbit_s": want}, indent=1))
-    for r in (on, off):
-        assert all(s.rc == 0 and s.through_window for s in r.streams), \
-            r.streams
-        assert r.errors["retry_exceeded_err"] == 0
-    assert on.band_limit is None
-    assert all(n > 0 for n in on.indications.values()), on.indications
-    assert on.band_drops == 0
-    assert on.error_total == 0, on.errors
-    assert on.goodput_mbit_s >= 0.7 * want, (on.goodput_mbit_s, want)
+    _assert_lossless(on, want)
+    assert all(s.rc == 0 and s.through_window for s in off.streams), \
+        off.streams
+    assert off.errors["retry_exceeded_err"] == 0
     assert off.band_limit == lossy_band_packets(port)
     assert not any(off.indications.values()), off.indications
     assert off.band_drops > 0
@@ -146,6 +156,20 @@ def test_roce_under_load_is_lossless_with_pfc_and_collapses_without(
         > 0, off.errors
     assert off.goodput_mbit_s < 0.5 * on.goodput_mbit_s, \
         (off.goodput_mbit_s, on.goodput_mbit_s)
+
+
+def test_untagged_roce_under_load_is_lossless_with_pfc(fabric):
+    """The same two streams untagged, PFC on: classified by their DSCP
+    alone at sw (the common RoCE deployment), they are lossless too:
+    pauses to both senders, no band drop, no rxe error, at least 70% of
+    the share. Their ToS-0 packets (rdma_cm's, perftest's exchange) meet
+    sw's best-effort band, but write_streams makes the connections
+    before the load and perftest exchanges its results after it."""
+    _, port, _ = congested_port(fabric.topology)
+    want = expected_shares(port.dcb, (0, 2, 3))[3] * port.rate_bps / 1e6
+    r = write_streams(fabric, seconds=SECONDS, load=LOAD)
+    print(json.dumps({"on": r.as_json(), "share_mbit_s": want}, indent=1))
+    _assert_lossless(r, want)
 
 
 def test_dcbapp_turns_the_app_entries_into_nft_rules(fabric):

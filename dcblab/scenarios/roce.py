@@ -62,6 +62,12 @@ ROCE_MTU = 1024
 # What a stream's run holds besides the window: the connects (one
 # after the other) and a second before the window.
 STARTUP_S = 8
+# ... and the two samples of the counters around the window: up to ~5 s
+# each under TCG (a CI run: sw's `tc -s filter show` took 2 s per
+# port), the measured QP has to outlive the second one.
+READS_S = 10
+# ... and, with load, its start (until the congested port sends it).
+LOAD_START_S = 5
 # QP timeout 4.096 us x 2^U: 2^18 ~ 1.07 s. With perftest's default (14,
 # 67 ms) rxe retried on a quiet two-host lab under TCG (a capture
 # running in the receiver): a TCG guest can hold an ACK longer than that
@@ -176,7 +182,8 @@ class Stream:
     iterations: int = 0
     mib_s: float = 0.0                   # perftest's average, its run
     sent_pkts: int = 0                   # rxe's on src, in the window
-    # its QP was still connected at the window's end; perftest's exit
+    # its measured QP was still connected after the window's second
+    # sample (both of perftest's QPs in RTS); perftest's exit
     # status and, when it failed, the last line it wrote to stderr
     # (rxe gave up: "transport retry counter exceeded")
     through_window: bool = True
@@ -448,9 +455,11 @@ def write_streams(lab, *, senders=("h1", "h2"), seconds=10.0, prio=3,
     facing = {p.name: p.peer.split(":")[0] for p in sw.nics}
     ports = [PORT + i for i in range(len(senders))]
     band = band_of(port.dcb, prio)
-    # perftest's run: the connects, the load's start, the window, and a
-    # margin; a stream that ended inside the window fails the run.
-    run_s = int(seconds + (STARTUP_S + 10 if load else STARTUP_S))
+    # perftest's run: the connects, the load's start, the window and its
+    # samples; a stream whose QP is gone at the second sample's end
+    # (through_window False) fails the scenario's tests.
+    run_s = int(seconds + STARTUP_S + READS_S
+                + (LOAD_START_S if load else 0))
     dst = topo.address(rx, vlan=vlan)
     servers, clients, bulk, loader, retries = [], [], {}, None, 0
     band_limit = None
