@@ -69,8 +69,9 @@ def test_rdma_writes_between_two_hosts_complete(lab):
 
 
 def test_rxe_recovers_rdma_writes_from_packets_lost_on_the_wire(lab):
-    """The same writes with netem dropping 2% of what h1 sends: netem counts its drops, h2's responder sees the
-    gaps (out_of_seq_request) and rxe's go-back-N resends, and every
+    """The same writes with netem dropping 2% of what h1 sends: netem
+    counts its drops, h2's responder sees the gaps (out_of_seq_request)
+    and h1 goes back to resend (on a NAK or its retry timer), and every
     write still completes with no QP out of retries: RoCE over a lossy
     link is correct, only slow (docs/roce.md)."""
     h1, h2 = lab.guest("h1"), lab.guest("h2")

@@ -612,8 +612,9 @@ class LatencyResult:
 def send_latency(lab, *, prio=5, src="h1", seconds=16, load=1.2,
                  lossy=(0, 2), size=64):
     """ib_send_lat from src to the congested port's host for seconds, at
-    the DSCP the fabric gives prio, connected first and then (load) with lossy PCPs offered at
-    load x the port's rate from h1 and h2 for the rest of the run.
+    the DSCP the fabric gives prio, connected first and then (load) with
+    lossy PCPs offered at load x the port's rate from h1 and h2 for the
+    rest of the run.
     perftest measures the middle (its 2 s margins off), so the load,
     on ~2 s after the connect, covers nearly all of what is measured;
     duration mode reports the average only. A prio without an APP DSCP
