@@ -42,8 +42,8 @@
  * RoCEv2 from kernel sockets that no net_prio cgroup holds.  Only its RDMA
  * writes carry the QP's DSCP; the rdma_cm connection MADs (rxe's QP1) and
  * the SENDs and ACKs of an exchange such as perftest's carry ToS 0, so a
- * DSCP rule alone leaves them in the best-effort class, where under load
- * they waited or were dropped and the RoCE connections stalled.  Every
+ * DSCP rule alone leaves them in the best-effort class, and a connection
+ * made while that class is overloaded waits for them.  Every
  * RoCEv2 packet goes to UDP port 4791, and the APP entry every RoCE
  * deployment guide installs names it: UDP 4791 -> priority 3 (`dcb app add
  * dev eth0 dgram-port-prio 4791:3`, lldpad app=3,3,4791).  For each port
