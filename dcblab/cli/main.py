@@ -2,6 +2,7 @@
 
 import argparse
 import importlib
+import signal
 import sys
 
 from ..core.errors import DcblabError
@@ -65,4 +66,9 @@ def main(argv=None):
         print(f"dcblab: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
+        # Interrupted: exit 130 whatever comes next. Another Ctrl-C while
+        # the interpreter exits (a keeper that stopped within the 0.2 s
+        # between two, seen in CI) would otherwise end the process by
+        # SIGINT instead.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         return 130
