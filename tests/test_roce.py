@@ -53,46 +53,52 @@ def _roce_tc_queues(g, prio=3):
     return tc, {q for q, t in queue_tcs(g).items() if t == tc}
 
 
-# Counters are read on each guest in turn (in parallel, but not at one
-# instant): a window's counts of one packet stream on two machines may
-# differ by the packets in flight between the reads.
-SKEW = 0.95
+# Of the packets rxe sends for one perftest run (~33 000), those not of
+# the measured QP carry ToS 0 (rdma_cm's MADs, perftest's exchange QP):
+# 35 in each run measured.
+TOS0 = 0.99
 
 
 def test_roce_write_alone_leaves_on_its_class_and_sw_trusts_its_dscp(
         fabric):
     """One RDMA write stream h1 -> h3, untagged, nothing else on the
-    fabric, measured over a 10 s window: what rxe sent left h1's eth0 on
-    the TX queues of priority 3's class (dcbapp-netprio's rules gave it
-    priority 3), sw's DSCP trust filter on swp1 gave it priority 3
-    and the congested port sent it in the band of priority 3's TC,
-    dropping none; rxe retried nothing."""
+    fabric, counted over its whole run (r.run: from before the connects
+    to after perftest's exit): everything rxe sent left h1's eth0 on the
+    TX queues of priority 3's class (dcbapp-netprio's rules gave it
+    priority 3); sw's DSCP trust filter on swp1 gave priority 3 to all
+    but the ToS 0 ones, and the congested port's band of priority 3's
+    TC sent exactly what the trust filters gave it, dropping none; rxe
+    retried nothing."""
     r = write_streams(fabric, senders=("h1",), seconds=SECONDS)
     print(json.dumps(r.as_json(), indent=1))
     s = r.streams[0]
     assert s.rc == 0 and s.through_window and s.sent_pkts > 0
+    run, sent = r.run, r.run["sent"]["h1"]
     tc, queues = _roce_tc_queues(fabric.guest("h1"))
-    sent = r.tx_queues["h1"]
-    assert sum(sent.get(q, 0) for q in queues) >= SKEW * s.sent_pkts, \
-        (tc, queues, sent)
-    assert r.trusted["swp1"] >= SKEW * s.sent_pkts
-    assert r.band_packets >= SKEW * s.sent_pkts
-    assert r.band_drops == 0
+    out = run["tx_queues"]["h1"]
+    assert sum(out.get(q, 0) for q in queues) >= sent, (tc, queues, out)
+    assert sent >= run["trusted"]["swp1"] >= TOS0 * sent
+    assert run["band_packets"] == run["trusted"]["swp1"] + \
+        run["trusted"]["swp2"]
+    assert run["band_drops"] == 0
     assert r.error_total == 0, r.errors
 
 
 def test_roce_over_vlan_leaves_with_pcp_3(fabric):
     """The same stream to h3's VLAN 100 address: rxe sends on eth0.100
-    (its GID there), the daemon's rule on eth0.100 gives priority 3 and
-    the VLAN's egress map PCP 3; sw's tagged DSCP filter classifies it
-    and the congested port's band of priority 3 carries it."""
+    (its GID there), the daemon's rules on eth0.100 give priority 3 and
+    the VLAN's egress map PCP 3; sw's tagged DSCP filter classifies the
+    measured QP's packets, and PCP 3 the ToS 0 ones: the congested
+    port's band of priority 3 carries every packet rxe sent (counted
+    over the whole run)."""
     r = write_streams(fabric, senders=("h1",), seconds=SECONDS, vlan=100)
     print(json.dumps(r.as_json(), indent=1))
     s = r.streams[0]
     assert s.rc == 0 and s.sent_pkts > 0
-    assert r.trusted["swp1"] >= SKEW * s.sent_pkts
-    assert r.band_packets >= SKEW * s.sent_pkts
-    assert r.band_drops == 0
+    run, sent = r.run, r.run["sent"]["h1"]
+    assert sent >= run["trusted"]["swp1"] >= TOS0 * sent
+    assert run["band_packets"] >= sent
+    assert run["band_drops"] == 0
 
 
 def test_strict_class_latency_beats_best_effort_under_load(fabric):

@@ -35,12 +35,14 @@ from dataclasses import dataclass, field
 from ..guest.agent import AgentError, AgentTimeout
 from ..lab import start_dcbapp, stop_dcbapp
 from ..lab.switch import ETS_HANDLE, pfc_thresholds
-from ..testing.dcb import tx_queue_packets, wait_for
-from .fabric import class_stats, congested_port, offer, pinned_neighbours
+from ..testing.dcb import parse_tx_queue_packets, wait_for
+from .fabric import (class_stats, congested_port, offer, parse_class_stats,
+                     pinned_neighbours)
 from .pfc import band_of, pfc_counters, set_switch_pfc
 
 __all__ = ["RXE", "ERROR_COUNTERS", "rxe_stats", "roce_dscp", "Stream",
            "StreamsResult", "write_streams", "dscp_filter_packets",
+           "parse_dscp_filter_packets", "parse_rxe_stats",
            "dscp_rules", "port_rules", "app_rules", "port_apps",
            "parse_bw", "roce_apps", "LatencyResult",
            "send_latency", "parse_lat_avg", "wait_listening",
@@ -85,9 +87,13 @@ FRAME = 1522
 
 def rxe_stats(guest, dev=RXE):
     """rxe's counters of dev's port 1 (`rdma statistic show link`)."""
-    out = json.loads(guest.run(["rdma", "-j", "statistic", "show", "link",
-                                f"{dev}/1"]).stdout)
-    return {k: v for k, v in out[0].items()
+    return parse_rxe_stats(guest.run(["rdma", "-j", "statistic", "show",
+                                      "link", f"{dev}/1"]).stdout)
+
+
+def parse_rxe_stats(out):
+    """rxe_stats() of `rdma -j statistic show link` output."""
+    return {k: v for k, v in json.loads(out)[0].items()
             if isinstance(v, int) and k != "port"}
 
 
@@ -132,10 +138,15 @@ def _perftest_row(out, head, cols, types):
 def dscp_filter_packets(guest, dev, dscp):
     """Packets sw's DSCP trust filters of dev gave a priority, for dscp
     (all four: IPv4, IPv6, untagged and tagged; handle DSCP + 1)."""
-    out = json.loads(guest.run(["tc", "-s", "-j", "filter", "show", "dev",
-                                dev, "ingress"]).stdout)
+    return parse_dscp_filter_packets(
+        guest.run(["tc", "-s", "-j", "filter", "show", "dev", dev,
+                   "ingress"]).stdout, dscp)
+
+
+def parse_dscp_filter_packets(out, dscp):
+    """dscp_filter_packets() of `tc -s -j filter show` output."""
     n = 0
-    for f in out:
+    for f in json.loads(out):
         opts = f.get("options", {})
         if opts.get("handle") != dscp + 1 or "ip_tos" not in \
                 opts.get("keys", {}):
@@ -223,6 +234,13 @@ class StreamsResult:
     # the RoCE band's pfifo without PFC (lossy_band_packets), packets;
     # None: the lossless band's bfifo (pfc_thresholds: xoff + headroom)
     band_limit: object = None
+    # Without load, the same counters over the whole run, from before
+    # the connects to after perftest's exit, when no RoCE packet is in
+    # flight: {"sent": {host: rxe's sent_pkts}, "tx_queues", "trusted",
+    # "band_packets", "band_drops"}. A stream's counts on two guests
+    # agree there to the packet; the window's, read on each guest at a
+    # slightly different instant, do not. None with load.
+    run: object = None
 
     @property
     def goodput_mbit_s(self):
@@ -436,6 +454,85 @@ def _lossy_band(g_sw, port, band):
                  check=False)
 
 
+def _sections(out):
+    """{name: text} of a script's output whose parts each follow a line
+    `@@ name`."""
+    parts, name = {}, None
+    for line in out.splitlines():
+        if line.startswith("@@ "):
+            name = line[3:].strip()
+            parts[name] = []
+        elif name is not None:
+            parts[name].append(line)
+    return {k: "\n".join(v) for k, v in parts.items()}
+
+
+def _sender_sample(guest, dev="eth0"):
+    """A sender's rxe counters, TX queue packets and PFC counters of dev,
+    read by one command (rxe's first, the rest within ~0.2 s)."""
+    out = guest.run(["sh", "-c",
+                     f"echo '@@ rxe'; rdma -j statistic show link {RXE}/1 "
+                     f"&& echo '@@ ethtool' && ethtool -S {dev} "
+                     f"&& echo '@@ pfc' && dcb -j -s pfc show dev {dev}"]
+                    ).stdout
+    parts = _sections(out)
+    return dict(rxe=parse_rxe_stats(parts["rxe"]),
+                queues=parse_tx_queue_packets(parts["ethtool"]),
+                indications=json.loads(parts["pfc"])["indications"])
+
+
+def _sw_sample(g_sw, port, facing, dscp):
+    """({classid: stats} of port, {facing port: dscp_filter_packets}),
+    read by one tc (a batch): classes print as text (iproute2 6.1 has no
+    JSON for them), each port's filters as one JSON line."""
+    batch = [f"class show dev {port}"] + \
+        [f"filter show dev {p} ingress" for p in facing]
+    out = g_sw.run(["tc", "-s", "-j", "-b", "-"],
+                   input="\n".join(batch) + "\n").stdout
+    lines = out.splitlines()
+    first = next(i for i, ln in enumerate(lines) if ln.startswith("["))
+    filters = lines[first:]
+    if len(filters) != len(facing):
+        raise ValueError(f"sw: tc batch printed {len(filters)} filter "
+                         f"lists for {len(facing)} ports: {out[-400:]!r}")
+    return (parse_class_stats("\n".join(lines[:first]) + "\n"),
+            {p: parse_dscp_filter_packets(f, dscp)
+             for p, f in zip(facing, filters)})
+
+
+def _sample(lab, senders, rx, prio, dscp):
+    """The counters write_streams compares, of every guest: rxe's, the
+    senders' TX queues and PFC indications of prio, sw's congested port
+    classes and DSCP trust filters. Each guest's read in parallel: under
+    the load a guest command takes up to a second (TCG), and the reads
+    one after the other took ~5 s; and each guest's in one command (sw:
+    one tc batch). Still not at one instant: a guest's read starts up to
+    ~0.5 s after another's, and a window's counts of one stream on two
+    guests differed by up to 7% (write_streams' `run` counts have no
+    such edges). t: when the receiver's rxe counters (the goodput) were
+    read."""
+    sw, port, _ = congested_port(lab.topology)
+    g_sw, g_rx = lab.guest(sw.name), lab.guest(rx)
+    facing = [p.name for p in sw.nics]
+
+    def at_rx():
+        return rxe_stats(g_rx), time.monotonic()
+
+    def at_sender(h):
+        s = _sender_sample(lab.guest(h))
+        return s["rxe"], s["queues"], s["indications"][prio]
+
+    with concurrent.futures.ThreadPoolExecutor() as pool:
+        rx_f = pool.submit(at_rx)
+        snd = {h: pool.submit(at_sender, h) for h in senders}
+        sw_f = pool.submit(_sw_sample, g_sw, port.name, facing, dscp)
+        (rx_stats, t), (cls_now, f_now) = rx_f.result(), sw_f.result()
+        snd = {h: f.result() for h, f in snd.items()}
+    return dict(rxe={rx: rx_stats, **{h: v[0] for h, v in snd.items()}},
+                q={h: v[1] for h, v in snd.items()}, cls=cls_now,
+                f=f_now, ind={h: v[2] for h, v in snd.items()}, t=t)
+
+
 def write_streams(lab, *, senders=("h1", "h2"), seconds=10.0, prio=3,
                   vlan=None, load=0.0, lossy=(0, 2), pfc=True):
     """An RDMA write stream (ib_write_bw, 64 KiB writes) from each sender
@@ -475,6 +572,7 @@ def write_streams(lab, *, senders=("h1", "h2"), seconds=10.0, prio=3,
                          ["prio_pfc"], lambda m: not any(m), timeout=20)
             band_limit = pins.enter_context(_lossy_band(g_sw, port, band))
         _with_dcbapp(lab, hosts)
+        start = None if load else _sample(lab, senders, rx, prio, dscp)
         # ARP is priority 0: in an overloaded best-effort band a
         # re-resolution of h3's address is lost, and rxe's packets wait
         # for it (seen: a stream stalled for the whole load, its 64
@@ -501,37 +599,9 @@ def write_streams(lab, *, senders=("h1", "h2"), seconds=10.0, prio=3,
                                        senders=senders)
         time.sleep(1.0)
 
-        def sample():
-            # Each guest's counters read in parallel: under the load a
-            # guest command takes up to a second (TCG), and the reads
-            # one after the other took ~5 s. t: when the receiver's rxe
-            # counters (the goodput) were read.
-            def at_rx():
-                return rxe_stats(g_rx), time.monotonic()
-
-            def at_sender(h):
-                g = lab.guest(h)
-                return (rxe_stats(g), tx_queue_packets(g),
-                        pfc_counters(g, "eth0")["indications"][prio])
-
-            def at_sw():
-                return (class_stats(g_sw, port.name),
-                        {p: dscp_filter_packets(g_sw, p, dscp)
-                         for p in facing})
-            with concurrent.futures.ThreadPoolExecutor() as pool:
-                rx_f = pool.submit(at_rx)
-                snd = {h: pool.submit(at_sender, h) for h in senders}
-                sw_f = pool.submit(at_sw)
-                (rx_stats, t), cls_now, f_now = (rx_f.result(),
-                                                 *sw_f.result())
-                snd = {h: f.result() for h, f in snd.items()}
-            return dict(
-                rxe={rx: rx_stats, **{h: v[0] for h, v in snd.items()}},
-                q={h: v[1] for h, v in snd.items()}, cls=cls_now,
-                f=f_now, ind={h: v[2] for h, v in snd.items()}, t=t)
-        a = sample()
+        a = _sample(lab, senders, rx, prio, dscp)
         time.sleep(seconds)
-        b = sample()
+        b = _sample(lab, senders, rx, prio, dscp)
         alive = {h: _connected(lab.guest(h)) for h in senders}
         outs = [(h, lab.guest(h).wait(c, timeout=run_s + 90, check=False))
                 for h, c in clients]
@@ -541,6 +611,7 @@ def write_streams(lab, *, senders=("h1", "h2"), seconds=10.0, prio=3,
             _wait_or_kill(g_rx, sv, 0 if any(r.rc for _, r in outs)
                           else 60)
         servers = []
+        end = None if load else _sample(lab, senders, rx, prio, dscp)
     finally:
         if loader:
             loader.join()
@@ -565,9 +636,19 @@ def write_streams(lab, *, senders=("h1", "h2"), seconds=10.0, prio=3,
                               alive[h], res.rc,
                               err[-1] if res.rc and err else ""))
 
-    def cls(key, cid):
+    def cls(key, cid, a=a, b=b):
         return b["cls"].get(cid, {}).get(key, 0) - \
             a["cls"].get(cid, {}).get(key, 0)
+    run = None
+    if start is not None:
+        run = dict(
+            sent={h: end["rxe"][h].get("sent_pkts", 0)
+                  - start["rxe"][h].get("sent_pkts", 0) for h in senders},
+            tx_queues={h: _delta(start["q"][h], end["q"][h])
+                       for h in senders},
+            trusted={p: end["f"][p] - start["f"][p] for p in facing},
+            band_packets=cls("packets", band, start, end),
+            band_drops=cls("drops", band, start, end))
     others = [c for c in b["cls"] if c.startswith(ETS_HANDLE) and c != band]
     dr = d[rx]
     return StreamsResult(
@@ -585,7 +666,7 @@ def write_streams(lab, *, senders=("h1", "h2"), seconds=10.0, prio=3,
         bulk_mbit_s=({p: v / 1e6 for p, v in bulk["r"].got_bps.items()}
                      if "r" in bulk else {}),
         tx_queues={h: _delta(a["q"][h], b["q"][h]) for h in senders},
-        connect_retries=retries, band_limit=band_limit)
+        connect_retries=retries, band_limit=band_limit, run=run)
 
 
 def parse_lat_avg(out):

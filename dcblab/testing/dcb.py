@@ -17,7 +17,8 @@ import time
 from ..lab.dcbx import ets_tlv_args
 
 __all__ = ["TSA", "SEL", "dcb_show", "ets_bytes", "app_bytes", "pfc_bytes",
-           "dcbnl_raw", "dcb_reset", "tx_queue_packets", "TxQueueCounter",
+           "dcbnl_raw", "dcb_reset", "tx_queue_packets",
+           "parse_tx_queue_packets", "TxQueueCounter",
            "queue_tcs", "ets_of", "pfc_of", "apps_of", "LLDPTOOL",
            "lldp_set", "lldp_del_app", "ets_rec_args", "dcbx_port",
            "peer_tlv", "fresh_lldpad", "wait_for", "lldpad_stopped"]
@@ -75,8 +76,13 @@ def dcb_reset(guest, dev="eth0"):
 
 def tx_queue_packets(guest, dev="eth0"):
     """{queue: packets} from virtio_net's per-queue ethtool counters."""
+    return parse_tx_queue_packets(guest.run(["ethtool", "-S", dev]).stdout)
+
+
+def parse_tx_queue_packets(out):
+    """tx_queue_packets() of `ethtool -S` text."""
     counts = {}
-    for line in guest.run(["ethtool", "-S", dev]).stdout.splitlines():
+    for line in out.splitlines():
         key, _, value = line.strip().partition(":")
         if key.startswith("tx_queue_") and key.endswith("_packets"):
             counts[int(key.split("_")[2])] = int(value)
