@@ -93,7 +93,9 @@ def test_pcp_5_frame_on_vlan_crosses_the_wire_with_pcp_5(lab, undo, tmp_path):
 def test_two_labs_with_different_names_run_at_once(lab, tmp_path):
     other = Lab(lab.topology, name=f"second-{os.getpid()}")
     try:
-        other.up(owner_pid=os.getpid())
+        # Cold: a lab restored from the topology's snapshot has the MACs
+        # of the lab that saved it (test_snapshots.py).
+        other.up(owner_pid=os.getpid(), cold=True)
         assert netns_exists(lab.wire.netns) and \
             netns_exists(other.wire.netns)
         # Two namespaces, not one bound twice: their nsfs inodes differ.

@@ -157,6 +157,29 @@ class Machine(ABC):
         raise VmError(f"{self.name}: the {type(self).__name__} machine "
                       "cannot set a link's state")
 
+    # --- snapshots (backends whose ``snapshots`` is True) -----------------
+
+    def pause(self):
+        """Stop the guest's vCPUs (its clocks stop with them)."""
+        raise VmError(f"{self.name}: the {type(self).__name__} machine "
+                      "cannot pause")
+
+    def resume(self):
+        """Run the vCPUs again after pause(), save() or a restore."""
+        raise VmError(f"{self.name}: the {type(self).__name__} machine "
+                      "cannot resume")
+
+    def save(self, path, timeout=120.0):
+        """Write the paused guest's whole state to the file path."""
+        raise VmError(f"{self.name}: the {type(self).__name__} machine "
+                      "cannot save its state")
+
+    def wait_restored(self, timeout=60.0):
+        """After start(restore=...): block until the saved state is
+        loaded (the guest paused, as it was saved); host s since start."""
+        raise VmError(f"{self.name}: the {type(self).__name__} machine "
+                      "cannot restore a state")
+
     def _nic_index(self, nic):
         for i, n in enumerate(self.spec.nics):
             if n.name == nic:
@@ -169,6 +192,15 @@ class Backend(ABC):
     """Makes Machines; one instance per lab."""
 
     name = ""
+    # Whether its machines save and restore (Machine.pause ... and
+    # start(restore=FILE)): labs from snapshots (lab/snapshots.py).
+    snapshots = False
+
+    def identity(self, spec: VmSpec):
+        """What makes a saved state of spec's guest fit another: a list of
+        strings (QEMU's argv), with spec's run-specific parts (netns, run
+        directory, MACs, run tag) already replaced by placeholders."""
+        raise VmError(f"the {self.name} backend has no snapshots")
 
     @abstractmethod
     def machine(self, spec: VmSpec, rundir) -> Machine:

@@ -15,6 +15,7 @@ sockets and logs in a private run directory:
 
 import functools
 import os
+import shlex
 import signal
 import subprocess
 import tempfile
@@ -51,7 +52,7 @@ def tsc_cmdline():
     return (f"tsc_early_khz={out.stdout.strip()}", "tsc=reliable")
 
 __all__ = ["QemuVm", "QemuBackend", "choose_accel", "probe_kvm", "QEMU",
-           "kernel_cmdline"]
+           "kernel_cmdline", "qemu_argv"]
 
 QEMU = "qemu-system-x86_64"
 PROBE_TIMEOUT = 5.0
@@ -65,6 +66,58 @@ def kernel_cmdline(spec):
     if spec.accel != "kvm":
         words += tsc_cmdline()
     return words
+
+
+def qemu_argv(spec, rundir):
+    """QEMU's argv for spec, its sockets and logs in rundir (without the
+    netns wrapper)."""
+    s, d = spec, rundir
+    cmdline = kernel_cmdline(s)
+    accel = "kvm" if s.accel == "kvm" else "tcg,thread=multi"
+    argv = [QEMU, "-name", s.name, "-nodefaults", "-no-user-config",
+            "-display", "none", "-no-reboot", "-machine", "pc",
+            # SeaBIOS, not qboot: qboot saves 0.35 s on a bare VM, but
+            # its MP table routes no PCI INTx ("can't find IRQ for PCI
+            # INT A") and two-VM ups with 8-queue NICs then took 3.8 to
+            # 14.8 s instead of 2.5 to 3.0 s.
+            # One socket per vCPU: the kernel has no ACPI, and SeaBIOS's
+            # MP table lists one processor per socket, so `-smp 2` (one
+            # socket, two cores) boots a guest with 1 CPU.
+            "-accel", accel,
+            "-smp", f"{s.cpus},sockets={s.cpus},cores=1,threads=1",
+            "-m", str(s.memory_mib),
+            "-kernel", str(s.kernel), "-initrd", str(s.initrd),
+            "-append", " ".join(cmdline),
+            "-chardev", f"socket,id=ser0,path={d}/console.sock,server=on,"
+                        f"wait=off,logfile={d}/console.log,logappend=off",
+            "-serial", "chardev:ser0",
+            "-chardev", f"socket,id=qga0,path={d}/qga.sock,server=on,"
+                        "wait=off",
+            "-device", "virtio-serial-pci,id=vser0",
+            "-device", "virtserialport,bus=vser0.0,chardev=qga0,"
+                       "name=org.qemu.guest_agent.0",
+            # A second port on the same bus: a virtio console (hvc) with
+            # a login shell on it, for `dcblab shell`.
+            "-chardev", f"socket,id=sh0,path={d}/shell.sock,server=on,"
+                        "wait=off",
+            "-device", "virtconsole,bus=vser0.0,chardev=sh0,"
+                       "name=org.dcblab.shell.0",
+            "-qmp", f"unix:{d}/qmp.sock,server=on,wait=off",
+            "-device", "virtio-rng-pci"]
+    for i, nic in enumerate(s.nics):
+        q = nic.queues
+        # ctrl_vlan=off: no VLAN filter in QEMU (every VID passes; the
+        # guest's 8021q filters). QEMU 7.2 loads a saved NIC's VLAN table
+        # and then clears it when it sets the NIC's features: a guest
+        # restored from a snapshot (lab/snapshots.py) received no tagged
+        # frame (query-rx-filter: vlan-table [] after the restore, [100,
+        # 0] before the save).
+        argv += ["-netdev", f"tap,id=n{i},ifname={nic.tap},script=no,"
+                            f"downscript=no,vhost=off,queues={q}",
+                 "-device", f"virtio-net-pci,netdev=n{i},mac={nic.mac},"
+                            f"mq={'on' if q > 1 else 'off'},ctrl_vlan=off,"
+                            f"vectors={2 * q + 2},romfile="]
+    return argv
 
 
 class QemuVm(Machine):
@@ -82,63 +135,34 @@ class QemuVm(Machine):
 
     # --- argv ----------------------------------------------------------------
 
-    def argv(self):
-        s, d = self.spec, self.rundir
-        cmdline = kernel_cmdline(s)
-        accel = "kvm" if s.accel == "kvm" else "tcg,thread=multi"
-        argv = [QEMU, "-name", s.name, "-nodefaults", "-no-user-config",
-                "-display", "none", "-no-reboot", "-machine", "pc",
-                # SeaBIOS, not qboot: qboot saves 0.35 s on a bare VM, but
-                # its MP table routes no PCI INTx ("can't find IRQ for PCI
-                # INT A") and two-VM ups with 8-queue NICs then took 3.8 to
-                # 14.8 s instead of 2.5 to 3.0 s.
-                # One socket per vCPU: the kernel has no ACPI, and SeaBIOS's
-                # MP table lists one processor per socket, so `-smp 2` (one
-                # socket, two cores) boots a guest with 1 CPU.
-                "-accel", accel,
-                "-smp", f"{s.cpus},sockets={s.cpus},cores=1,threads=1",
-                "-m", str(s.memory_mib),
-                "-kernel", str(s.kernel), "-initrd", str(s.initrd),
-                "-append", " ".join(cmdline),
-                "-chardev", f"socket,id=ser0,path={d}/console.sock,server=on,"
-                            f"wait=off,logfile={d}/console.log,logappend=off",
-                "-serial", "chardev:ser0",
-                "-chardev", f"socket,id=qga0,path={d}/qga.sock,server=on,"
-                            "wait=off",
-                "-device", "virtio-serial-pci,id=vser0",
-                "-device", "virtserialport,bus=vser0.0,chardev=qga0,"
-                           "name=org.qemu.guest_agent.0",
-                # A second port on the same bus: a virtio console (hvc) with
-                # a login shell on it, for `dcblab shell`.
-                "-chardev", f"socket,id=sh0,path={d}/shell.sock,server=on,"
-                            "wait=off",
-                "-device", "virtconsole,bus=vser0.0,chardev=sh0,"
-                           "name=org.dcblab.shell.0",
-                "-qmp", f"unix:{d}/qmp.sock,server=on,wait=off",
-                "-device", "virtio-rng-pci"]
-        for i, nic in enumerate(s.nics):
-            q = nic.queues
-            argv += ["-netdev", f"tap,id=n{i},ifname={nic.tap},script=no,"
-                                f"downscript=no,vhost=off,queues={q}",
-                     "-device", f"virtio-net-pci,netdev=n{i},mac={nic.mac},"
-                                f"mq={'on' if q > 1 else 'off'},"
-                                f"vectors={2 * q + 2},romfile="]
-        if s.netns:
-            argv = in_netns(s.netns, argv)
+    def argv(self, restore_fd=None):
+        """QEMU's argv; with restore_fd, loading the saved state from that
+        (inherited) descriptor instead of booting."""
+        argv = qemu_argv(self.spec, self.rundir)
+        if restore_fd is not None:
+            argv += ["-incoming", f"fd:{restore_fd}"]
+        if self.spec.netns:
+            argv = in_netns(self.spec.netns, argv)
         return argv
 
     # --- lifecycle -------------------------------------------------------------
 
-    def start(self):
+    def start(self, restore=None):
+        """Boot, or with restore (a file open for reading: a saved state
+        of an identical guest, Backend.identity) load that state and wait
+        paused (wait_restored, resume)."""
         for f in ("console.log", "qga.sock", "qmp.sock", "console.sock",
                   "shell.sock"):
             (self.rundir / f).unlink(missing_ok=True)
         self.t_start = time.monotonic()
+        fd = restore.fileno() if restore is not None else None
         log = open(self.rundir / "qemu.log", "wb")
         try:
-            self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL,
+            self.proc = subprocess.Popen(self.argv(fd),
+                                         stdin=subprocess.DEVNULL,
                                          stdout=log, stderr=subprocess.STDOUT,
                                          start_new_session=True,
+                                         pass_fds=() if fd is None else (fd,),
                                          umask=0o077)  # sockets 0600
         except FileNotFoundError:
             raise VmError(f"{self.name}: {QEMU} not found: run `make deps` "
@@ -207,6 +231,64 @@ class QemuVm(Machine):
         except (ProcessLookupError, PermissionError):
             pass
 
+    # --- snapshots -------------------------------------------------------------
+
+    def _qmp(self, command, arguments=None, timeout=5.0):
+        with qmp.Qmp(self.rundir / "qmp.sock", timeout=timeout) as q:
+            return q.execute(command, arguments)
+
+    def pause(self):
+        self._qmp("stop")
+
+    def resume(self):
+        self._qmp("cont")
+
+    def save(self, path, timeout=120.0):
+        """QEMU's migration stream of the paused guest into path (an
+        exec: URI: QEMU 7.2 has no file: one), uncapped (QEMU's default
+        cap is 32 MiB/s); RAM pages of zeros take a few bytes each."""
+        with qmp.Qmp(self.rundir / "qmp.sock", timeout=10.0) as q:
+            q.execute("migrate-set-parameters",
+                      {"max-bandwidth": 1 << 40})
+            q.execute("migrate", {"uri": "exec:cat > " +
+                                  shlex.quote(str(path))})
+            deadline = time.monotonic() + timeout
+            while True:
+                st = q.execute("query-migrate")
+                status = st.get("status")
+                if status == "completed":
+                    return
+                if status in ("failed", "cancelled"):
+                    raise VmError(f"{self.name}: saving its state failed: "
+                                  f"{st.get('error-desc', status)}")
+                if time.monotonic() > deadline or not self.alive():
+                    raise VmError(f"{self.name}: saving its state took over "
+                                  f"{timeout:.0f}s (status {status})")
+                time.sleep(0.02)
+
+    def wait_restored(self, timeout=60.0):
+        """Until the incoming state is loaded: QEMU leaves "inmigrate" for
+        "paused" (the guest was saved paused); one line with QEMU's own
+        message when it exits instead (a state that does not fit)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if not self.alive():
+                log = Path(self.log_path()).read_text(errors="replace")
+                last = [ln for ln in log.splitlines() if ln.strip()]
+                raise VmError(f"{self.name}: QEMU exited{self.exit_status()}"
+                              f" loading the saved state: "
+                              f"{last[-1] if last else 'no message'}")
+            try:
+                status = self._qmp("query-status", timeout=2.0)["status"]
+            except (qmp.QmpError, OSError):
+                status = None      # its socket is not there yet
+            if status not in (None, "inmigrate"):
+                return time.monotonic() - self.t_start
+            if time.monotonic() > deadline:
+                raise VmError(f"{self.name}: loading the saved state took "
+                              f"over {timeout:.0f}s (status {status})")
+            time.sleep(0.02)
+
     def set_link(self, nic, up):
         """QMP set_link on the NIC's netdev (n0, n1, ...): QEMU marks the
         tap's end and the virtio NIC down (the guest's driver sees its
@@ -222,6 +304,16 @@ class QemuBackend(Backend):
     run directory."""
 
     name = "qemu"
+    snapshots = True
+
+    def identity(self, spec):
+        """QEMU's argv for spec, but for the host's TSC frequency (measured
+        anew by each keeper, it varies by ~10 kHz: lab/snapshots.py
+        compares it within a tolerance)."""
+        return [w for w in qemu_argv(spec, Path("@RUNDIR@"))
+                if "tsc_early_khz=" not in w] + \
+            [" ".join(w for w in kernel_cmdline(spec)
+                      if not w.startswith("tsc_early_khz="))]
 
     def machine(self, spec, rundir):
         return QemuVm(spec, rundir)

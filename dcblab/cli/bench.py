@@ -109,7 +109,8 @@ def _cycles(topo, args, accel):
         lab = Lab(topo, f"bench-{os.getpid()}")
         t0 = time.monotonic()
         try:
-            ups.append(lab.up(owner_pid=os.getpid(), accel=accel)["total"])
+            ups.append(lab.up(owner_pid=os.getpid(), accel=accel,
+                              cold=True)["total"])
             if i == 0:
                 execs, mem, rss, (cli, py) = _first_cycle(LabHandle(lab),
                                                           args)
@@ -123,7 +124,8 @@ def _cycles(topo, args, accel):
     host = topo.hosts[0]
     rows = [
         ("up -> both ready (two-hosts)", f"{med(ups):.2f} s",
-         f"median of {len(ups)} ups: wire, 2 boots, agents, baseline")]
+         f"median of {len(ups)} cold ups (--cold): wire, 2 boots, agents, "
+         "baseline, lldpad")]
     if execs:
         rows.append(("exec round trip", f"{med(execs) * 1000:.1f} ms",
                      f"median of {len(execs)} guest-exec of `true` on h1, "
@@ -575,6 +577,60 @@ def _dcbx_rows(topo, args, accel):
     return rows
 
 
+def _snapshot_rows(args, accel):
+    """Labs from snapshots (lab/snapshots.py): per topology, its snapshot
+    removed, one cold up that saves it, then restored ups; against the
+    cold ups of the same run (--cold)."""
+    from ..lab import snapshots
+    med = statistics.median
+    rows = []
+    for file, goal in (("two-hosts.toml", 1.0), ("dcb-fabric.toml", 2.0)):
+        topo = load(paths.ROOT / "topology" / file)
+        slot = snapshots.slot_name(topo.name, "qemu", "lab")
+        if (snapshots.store() / slot).exists():
+            snapshots.remove([slot])
+        cold, restored, per_host, saved = [], [], [], None
+        for i in range(args.snapshot_runs + 2):
+            kind = ("cold" if i == 0 else "saving" if i == 1
+                    else "restored")
+            say(f"bench: {topo.name} up, {kind} ({i + 1}/"
+                f"{args.snapshot_runs + 2})")
+            lab = Lab(topo, f"bench-snap-{os.getpid()}", backend="qemu")
+            try:
+                t = lab.up(owner_pid=os.getpid(), accel=accel,
+                           cold=(i == 0))
+                snap = lab.state.get("snapshot") or {}
+                if i == 0:
+                    cold.append(t["total"])
+                elif i == 1:
+                    saved = (t["total"], t.get("snapshot_save", 0.0))
+                elif snap.get("restored"):
+                    restored.append(t["total"])
+                    per_host.append(max(h["ready"] for n, h in t.items()
+                                        if isinstance(h, dict)))
+            finally:
+                lab.down()
+        size = next((r["bytes"] for r in snapshots.listing()
+                     if r["name"] == slot), 0)
+        n = len(restored)
+        if not n:
+            rows.append((f"{topo.name} up, restored", "none",
+                         f"no up of {args.snapshot_runs} restored: see the "
+                         "progress lines"))
+            continue
+        rows += [
+            (f"{topo.name} up, restored", f"{med(restored):.2f} s",
+             f"median of {n}, max {max(restored):.2f} s (goal <= "
+             f"{goal:.0f} s); cold, same run: {cold[0]:.2f} s"),
+            ("  QEMU start -> last guest ready", f"{med(per_host):.2f} s",
+             "median: state loaded, resumed, agent, clock and CRNG"),
+            ("  the cold up that saved it", f"{saved[0]:.2f} s",
+             f"guests paused {saved[1]:.2f} s to save {size / 1e6:.0f} MB "
+             f"({len(topo.hosts)} guests)"),
+        ]
+    return rows
+
+
 def _fabric_rows(args, accel):
     """The fabric (topology/dcb-fabric.toml): up -> all ready for its four
     guests, the switch's forwarding rate with the shaper lifted, and the
@@ -586,7 +642,8 @@ def _fabric_rows(args, accel):
         say(f"bench: fabric {i + 1}/{args.fabric_runs}")
         lab = Lab(topo, f"bench-fab-{os.getpid()}")
         try:
-            ups.append(lab.up(owner_pid=os.getpid(), accel=accel)["total"])
+            ups.append(lab.up(owner_pid=os.getpid(), accel=accel,
+                              cold=True)["total"])
             handle = LabHandle(lab)
             r = offer(handle, (0, 2, 3), load=1.2)
             errors.append(max(abs(r.share(p) - r.expected[p])
@@ -603,8 +660,8 @@ def _fabric_rows(args, accel):
              "senders are the limit, sw forwards at least this")
     return [
         ("fabric up -> all ready (4 VMs)", f"{med(ups):.2f} s",
-         f"median of {n}, max {max(ups):.2f} s; 3 hosts + switch, lldpad "
-         "and DCBX setup included (goal 3 s: not met under TCG)"),
+         f"median of {n} cold ups, max {max(ups):.2f} s; 3 hosts + "
+         "switch, lldpad and DCBX setup included (restored: above)"),
         ("switch forwarding, one port", f"{med(fps):.0f} f/s",
          f"median of {n}, {med(fps) * 8 * wire_bytes() / 1e6:.1f} Mbit/s of "
          f"{wire_bytes()}-byte frames, shaper lifted; {limit}; offered "
@@ -796,6 +853,8 @@ def bench(args):
         rows += _patch_cost_rows(topo, args, accel)
     if args.dcbx_runs:
         rows += _dcbx_rows(topo, args, accel)
+    if args.snapshot_runs:
+        rows += _snapshot_rows(args, accel)
     if args.fabric_runs:
         rows += _fabric_rows(args, accel)
     if args.pfc_runs:
@@ -862,6 +921,9 @@ def add_parsers(sub):
     p.add_argument("--roce-runs", type=int, default=1,
                    help="fabric labs for the RoCE figures (docs/roce.md), "
                         "~3 min each (default 1; 0 skips)")
+    p.add_argument("--snapshot-runs", type=int, default=5,
+                   help="restored ups per topology (two-hosts, dcb-fabric) "
+                        "after a cold one and one that saves (0: none)")
     p.add_argument("--fabric-runs", type=int, default=2,
                    help="dcb-fabric labs to time up, the switch's forwarding "
                         "rate and the ETS share error in (default 2; 0 "

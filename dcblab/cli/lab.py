@@ -23,11 +23,13 @@ def cmd_up(args):
     log = note if args.json else say
     log(f"dcblab up: lab {lab.name} from {args.topology} "
         f"({_machines(topo)})")
-    timings = lab.up(owner_pid=None, progress=log)
-    info = lab.state.get("backend_info", {})
+    timings = lab.up(owner_pid=None, progress=log, cold=args.cold)
+    state = lab.state
+    info = state.get("backend_info", {})
     if args.json:
         print(json.dumps({"name": lab.name, "run_id": lab.run_id,
                           "backend": lab.backend.name, **info,
+                          "snapshot": state.get("snapshot"),
                           "timings": timings}))
     log(f"dcblab up: lab {lab.name} ready in {timings['total']:.2f}s; "
         f"`dcblab shell --name {lab.name} h1`, "
@@ -97,7 +99,8 @@ def _lab_status(name, quick):
             "owner_pid": owner, "source": state.get("source"),
             "backend": lab.backend.name, "flavour": lab.flavour.name,
             **state.get("backend_info", {}),
-            "netns": lab.wire.netns, "hosts": hosts, "links": links}
+            "netns": lab.wire.netns, "snapshot": state.get("snapshot"),
+            "hosts": hosts, "links": links}
 
 
 def cmd_status(args):
@@ -118,6 +121,11 @@ def cmd_status(args):
         if lab.get("uri"):
             say(f"  libvirtd pid {lab['daemon_pid']}: virsh -c "
                 f"'{lab['uri']}' list")
+        snap = lab.get("snapshot")
+        if snap and (snap["restored"] or snap["saved"]):
+            how = "restored from" if snap["restored"] else "saved as"
+            say(f"  guests {how} snapshot {snap['slot']} (key "
+                f"{snap['key']}): `dcblab snapshots`")
         if lab["keeper_pid"] is None:
             say("  its keeper died: `dcblab reap` removes what it left")
         say(f"  {'host':<6} {'pid':>7} {'state':<10} {'vCPUs':>5} "
@@ -175,6 +183,10 @@ def add_parsers(sub):
                         "libvirt (domains of a private libvirtd in the lab's "
                         f"netns); default: DCBLAB_BACKEND, else "
                         f"{DEFAULT_BACKEND}")
+    p.add_argument("--cold", action="store_true",
+                   help="boot every guest: neither restore the topology's "
+                        "snapshot nor save one (DCBLAB_SNAPSHOTS=off: "
+                        "always)")
     p.add_argument("-j", "--json", action="store_true",
                    help="JSON timings on stdout (progress on stderr)")
     p.set_defaults(func=cmd_up)

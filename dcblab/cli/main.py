@@ -23,6 +23,7 @@ _GROUPS = {
     "top": ("top",),
     "course": ("lab",),
     "export": ("export",),
+    "snapshots": ("snapshots",),
 }
 
 

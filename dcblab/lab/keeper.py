@@ -35,9 +35,11 @@ qemu-guest-agent command for one host), ``status``, ``restart``,
 
 import argparse
 import ctypes
+import dataclasses
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import sys
@@ -50,8 +52,8 @@ from .. import backends
 from ..core import paths, proc
 from ..core.errors import DcblabError
 from ..core.flavours import flavour
-from ..guest.agent import AgentTimeout
-from . import wire
+from ..guest.agent import AgentError, AgentTimeout
+from . import snapshots, wire
 from .baseline import apply_baseline
 from .dcbx import (app_readvertise_script, dcbx_script, pfc_applied_script,
                    start_lldpad)
@@ -87,7 +89,8 @@ def host_spec(the_wire, host, the_flavour, accel, cmdline=()):
 class Keeper:
     """The lab NAME's guests, wire and clients, in the keeper process."""
 
-    def __init__(self, name, backend, flavour_name, owner_pid, accel):
+    def __init__(self, name, backend, flavour_name, owner_pid, accel,
+                 cold=False):
         self.name = name
         self.dir = lab_dir(name)
         self.topology = load_lab_topology(name, self.dir / TOPOLOGY)
@@ -118,6 +121,9 @@ class Keeper:
         self.start_lock = threading.Lock()
         self.aborted = False
         self.source = None
+        # Snapshots (snapshots.py): cold neither restores nor saves one.
+        self.cold = cold or not self.backend.snapshots
+        self.snapshot = None     # {"slot", "key", "restored", "saved"}
 
     # --- state ---------------------------------------------------------------
 
@@ -133,7 +139,8 @@ class Keeper:
                 "guard_pid": os.getppid(),
                 "owner_pid": self.owner_pid, "owner_start": self.owner_start,
                 "created": time.time(), "hosts": self.hosts,
-                "netns": self.wire.netns,
+                "netns": self.wire.netns, "mac_seed": self.wire.mac_seed,
+                "snapshot": self.snapshot,
                 "backend_info": self.backend.info()})
 
     # --- bring-up ---------------------------------------------------------------
@@ -142,18 +149,120 @@ class Keeper:
         return host_spec(self.wire, host, self.flavour, self.accel,
                          (run_tag(self.run_id),))
 
-    def start_host(self, host):
+    def start_host(self, host, restore=None):
         with self.start_lock:
             if self.aborted:
                 raise LabError(f"{host.name}: not started: the lab is "
                                "stopping")
             m = self.backend.machine(self.spec(host), self.dir / host.name)
             self.machines[host.name] = m
-            m.start()
+            if restore is None:
+                m.start()
+            else:
+                m.start(restore=restore)
         self.hosts[host.name] = {"pid": m.pid, "rundir": str(m.rundir),
                                  "state": "starting", "rc": None,
-                                 "log": str(m.log_path())}
+                                 "log": str(m.log_path()),
+                                 "restored": restore is not None}
         return m
+
+    # --- snapshots ---------------------------------------------------------
+
+    def snapshot_key(self):
+        """(slot, key, parts) of this lab (snapshots.make_key): each
+        guest's machine with the run's own parts (netns, MACs, run tag)
+        made placeholders."""
+        ids = {}
+        for host in self.topology.hosts:
+            spec = self.spec(host)
+            spec = dataclasses.replace(
+                spec, netns="@NETNS@",
+                nics=tuple(dataclasses.replace(n, mac="@MAC@")
+                           for n in spec.nics),
+                cmdline=tuple(w for w in spec.cmdline
+                              if w != run_tag(self.run_id)))
+            ids[host.name] = self.backend.identity(spec)
+        key, parts = snapshots.make_key(
+            topology_bytes=(self.dir / TOPOLOGY).read_bytes(),
+            backend=self.backend.name, flavour=self.flavour.name,
+            accel=self.accel, identities=ids,
+            kernel=paths.boot_kernel(self.flavour.name),
+            initrd=paths.initramfs())
+        slot = snapshots.slot_name(self.topology.name, self.backend.name,
+                                   self.flavour.name)
+        return slot, key, parts
+
+    def restore(self, snap, say):
+        """Every guest from snap: loaded (paused, as saved), resumed
+        together, then each one's agent, wall clock and randomness;
+        per-host timings like ready_host's."""
+        try:
+            for host in self.topology.hosts:
+                self.start_host(host, restore=snap.files[host.name])
+        finally:
+            for f in snap.files.values():
+                f.close()
+        self.write()
+        timings = {h.name: {"restore": self.machines[h.name]
+                            .wait_restored(timeout=60)}
+                   for h in self.topology.hosts}
+        self._check_stopping()
+        for m in self.machines.values():
+            m.resume()
+        errors = []
+
+        def ready(host):
+            m = self.machines[host.name]
+            try:
+                t = timings[host.name]
+                t["agent"] = m.wait_ready(timeout=30)
+                _fresh_guest(m, self.snapshot)
+                self.hosts[host.name]["state"] = "running"
+                t["ready"] = time.monotonic() - m.t_start
+            except DcblabError as e:
+                errors.append(f"{e}" if f"{e}".startswith(f"{host.name}: ")
+                              else f"{host.name}: {e}")
+        threads = [threading.Thread(target=ready, args=(h,))
+                   for h in self.topology.hosts]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise LabError("\n".join(errors))
+        return timings
+
+    def save_snapshot(self, slot, key, parts, say):
+        """The ready lab saved as slot's snapshot; a failure (a full
+        disk) is a progress line, not a failed up."""
+        # A guest whose console showed a splat is not saved: every lab
+        # restored from it would start past the splat, and no watcher
+        # would see it again.
+        splats = [f"{n}: {found[0].splitlines()[0]}"
+                  for n, m in self.machines.items()
+                  for found in [m.console.splats(since=0)] if found]
+        if splats:
+            say(f"snapshot {slot}: not saved: a kernel splat on a console "
+                f"({splats[0]})")
+            return None
+        need = 2 * sum(max(h.memory_mib, self.flavour.min_memory_mib)
+                       for h in self.topology.hosts) << 20
+        snapshots.store().mkdir(parents=True, exist_ok=True)
+        free = shutil.disk_usage(snapshots.store()).free
+        if free < need:
+            say(f"snapshot {slot}: not saved: {free >> 20} MiB free in "
+                f"{snapshots.store()}, {need >> 20} MiB wanted")
+            return None
+        try:
+            snap, t = snapshots.save(slot, key, parts, self.machines,
+                                     mac_seed=self.wire.mac_seed,
+                                     lab=self.name, topology=self.source)
+        except DcblabError as e:
+            say(f"snapshot {slot}: not saved: {e}")
+            return None
+        say(f"snapshot {slot}: saved, {snap.size() / 1e6:.0f} MB (guests "
+            f"paused {t:.2f}s); later ups restore it (`--cold`: not)")
+        return t
 
     def ready_host(self, host):
         """Init, agent, baseline (and lldpad, with dcbx): per-host timings
@@ -230,6 +339,18 @@ class Keeper:
             self.accel = self.backend.accel(paths.boot_kernel(self.flavour.name),
                                             paths.initramfs())
         self._check_stopping()
+        snap, want = None, None
+        if not self.cold:
+            slot, key, parts = self.snapshot_key()
+            want = (slot, key, parts)
+            snap, why = snapshots.find(slot, key, parts,
+                                       [h.name for h in self.topology.hosts])
+            self.snapshot = {"slot": slot, "key": key,
+                             "restored": snap is not None, "saved": False}
+            if snap is None:
+                say(f"snapshot {slot}: {why}: booting cold")
+            else:
+                self.wire.mac_seed = snap.meta["mac_seed"]
         self.wire.up()
         links = len(self.topology.links)
         say(f"wire: netns {self.wire.netns}, {links} "
@@ -242,6 +363,26 @@ class Keeper:
         if info:
             self.write()
             say(f"{self.backend.name}: {info.get('uri', '')} ({t_open:.2f}s)")
+        if snap is not None:
+            try:
+                timings = self.restore(snap, say)
+            except DcblabError as e:
+                self._check_stopping()
+                # A state QEMU cannot load (or a guest that does not come
+                # back): that snapshot goes, the lab boots cold.
+                for m in self.machines.values():
+                    m.stop(grace=0.5)
+                self.machines.clear()
+                self.hosts.clear()
+                snapshots.remove([want[0]])
+                first = str(e).splitlines()[0]
+                say(f"snapshot {want[0]}: not restored ({first}): removed; "
+                    "booting cold")
+                self.wire.mac_seed = self.name
+                self.snapshot["restored"] = False
+                snap = None
+            else:
+                return self._up_done(t0, t_open, timings, say)
         for host in self.topology.hosts:
             self.start_host(host)
         self.write()
@@ -271,10 +412,24 @@ class Keeper:
         if self.topology.dcbx:
             for sw in self.topology.switches:
                 self.dcbx_setup(sw)
+        if want is not None:
+            self._check_stopping()
+            t_save = self.save_snapshot(*want, say)
+            if t_save is not None:
+                timings["snapshot_save"] = t_save
+                self.snapshot["saved"] = True
+        return self._up_done(t0, t_open, timings, say)
+
+    def _up_done(self, t0, t_open, timings, say):
         timings["total"] = time.monotonic() - t0
         timings["backend_open"] = t_open
         for h in self.topology.hosts:
             t = timings[h.name]
+            if "restore" in t:
+                say(f"{h.name}: restored {t['restore']:.2f}s, agent "
+                    f"{t['agent']:.2f}s ({self.accel}, {self.flavour.name} "
+                    f"kernel, snapshot {self.snapshot['slot']})")
+                continue
             lldpad = f", lldpad {t['lldpad']:.2f}s" if "lldpad" in t else ""
             say(f"{h.name}: init {t['init']:.2f}s, agent {t['agent']:.2f}s, "
                 f"baseline {t['baseline']:.2f}s{lldpad} ({self.accel}, "
@@ -440,6 +595,26 @@ class Keeper:
         return f"host {name} is {state or 'not started'}"
 
 
+def _fresh_guest(m, snapshot):
+    """A restored guest's CRNG reseeded from host randomness (it would
+    otherwise draw what every other lab from that snapshot draws:
+    tools/rngseed.c) and its wall clock set to the host's (it stopped
+    when the snapshot was saved; its monotonic clock and timers carry
+    on). Its kernel log (and so its new console) says where the restore
+    happened."""
+    m.agent.write_file("/dev/kmsg", f"<5>dcblab: restored from snapshot "
+                       f"{snapshot['slot']} (key {snapshot['key']})\n")
+    m.agent.run(["rngseed"], input=os.urandom(64))
+    try:
+        m.agent.call("guest-set-time", {"time": time.time_ns()})
+    except AgentError as e:
+        # qemu-ga sets the clock (settimeofday), then copies it to the
+        # RTC with `hwclock -w`, which fails: the guests' kernel has no
+        # RTC driver. The clock is set.
+        if "hwclock failed" not in str(e):
+            raise
+
+
 def _watch_client(keeper, out, ready):
     """Until the lab is ready: when the `up` that asked for it is gone (a
     pipe's write end polls POLLERR once its reader closed: `up` killed,
@@ -478,7 +653,7 @@ def _keeper_main(args, out):
         tell({"progress": msg})
 
     keeper = Keeper(args.name, args.backend, args.flavour, args.owner,
-                    args.accel)
+                    args.accel, cold=args.cold)
     keeper.source = args.source
 
     def on_signal(signum, frame):
@@ -573,6 +748,8 @@ def main(argv=None):
     ap.add_argument("--owner", type=int)
     ap.add_argument("--accel")
     ap.add_argument("--source", help="the topology file `up` was given")
+    ap.add_argument("--cold", action="store_true",
+                    help="boot every guest: no snapshot used or saved")
     return _guard(ap.parse_args(argv))
 
 

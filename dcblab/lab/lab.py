@@ -25,7 +25,7 @@ from .. import backends
 from ..core import paths
 from ..core.errors import DcblabError
 from ..core.flavours import flavour
-from . import wire
+from . import snapshots, wire
 from .client import Connection, LabMachine
 from .hostkernel import check_wire_modules
 from .memory import check_memory
@@ -66,16 +66,20 @@ class Lab:
 
     def _attach(self, state):
         self.run_id = state["run_id"]
-        self.wire = wire.Wire(self.topology, self.name, self.run_id)
+        self.wire = wire.Wire(self.topology, self.name, self.run_id,
+                              state.get("mac_seed"))
         self.machines = {h: LabMachine(self.name, h, e)
                          for h, e in state["hosts"].items()}
 
     # --- up / down ---------------------------------------------------------
 
-    def up(self, owner_pid=None, accel=None, progress=None):
+    def up(self, owner_pid=None, accel=None, progress=None, cold=False):
         """Start the lab's keeper and wait until every guest is ready;
         returns per-host timings (seconds). With an owner, the keeper
-        stops the lab when the owner dies."""
+        stops the lab when the owner dies. The guests come from the
+        topology's snapshot when one fits (snapshots.py), and a cold
+        boot saves one, unless cold (or DCBLAB_SNAPSHOTS=off)."""
+        cold = cold or not snapshots.enabled()
         say = progress or (lambda msg: None)
         paths.check_images(self.flavour.name)
         check_memory(self.topology, self.flavour)
@@ -88,7 +92,8 @@ class Lab:
                 paths.boot_kernel(self.flavour.name), paths.initramfs())
             source = Path(self.topology.path)
             (self.dir / TOPOLOGY).write_bytes(source.read_bytes())
-            self._guard = self._start_keeper(owner_pid, accel, source, lock)
+            self._guard = self._start_keeper(owner_pid, accel, source, lock,
+                                             cold)
         except BaseException:
             teardown(None, None, self.dir)
             raise
@@ -101,7 +106,7 @@ class Lab:
         self._attach(self.state)
         return self.timings
 
-    def _start_keeper(self, owner_pid, accel, source, lock):
+    def _start_keeper(self, owner_pid, accel, source, lock, cold):
         argv = [sys.executable, "-m", "dcblab.lab.keeper", self.name,
                 "--backend", self.backend.name, "--flavour", self.flavour.name,
                 "--source", str(source.resolve())]
@@ -109,6 +114,8 @@ class Lab:
             argv += ["--owner", str(owner_pid)]
         if accel:
             argv += ["--accel", accel]
+        if cold:
+            argv.append("--cold")
         env = dict(os.environ, PYTHONPATH=str(paths.ROOT))
         with open(self.dir / "keeper.log", "ab") as log:
             return subprocess.Popen(argv, stdin=subprocess.DEVNULL,
