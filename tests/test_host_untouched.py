@@ -174,10 +174,14 @@ def test_up_then_down_leaves_nothing(sandbox):
 @pytest.mark.parametrize("when", ["wire", "2s"])
 def test_killed_up_is_undone_by_its_keeper(sandbox, when):
     """`up` killed with SIGKILL while the lab comes up (when the wire is
-    made, or 2 s in as a user would): the keeper sees its client gone and
-    removes everything by itself, before any `dcblab reap`."""
+    made: then the guests are restored from the topology's snapshot when
+    one fits; or 2 s into a cold boot, as a user would: a restored lab is
+    up in less): the keeper sees its client gone and removes everything
+    by itself, before any `dcblab reap`."""
+    cold = ["--cold"] if when == "2s" else []
     with untouched(sandbox):
-        up = sandbox.popen(DCBLAB + ["up", "--name", LAB], cwd=paths.ROOT,
+        up = sandbox.popen(DCBLAB + ["up", "--name", LAB, *cold],
+                           cwd=paths.ROOT,
                            env=_env(sandbox), stdout=subprocess.PIPE,
                            stderr=subprocess.DEVNULL,
                            stdin=subprocess.DEVNULL, text=True)

@@ -195,3 +195,34 @@ def test_a_save_beyond_max_snapshots_removes_the_least_recently_used(
     snapshots.save("c", key, parts, vms, mac_seed="l", lab="l",
                    topology="t")
     assert sorted(r["name"] for r in snapshots.listing()) == ["a", "c"]
+
+
+def _cli(build, *args):
+    return subprocess.run([sys.executable, "bin/dcblab", "snapshots", *args],
+                          capture_output=True, text=True,
+                          env=dict(os.environ, BUILD=str(build)),
+                          cwd=os.path.dirname(os.path.dirname(__file__)))
+
+
+def test_the_snapshots_command_lists_and_removes(build):
+    r = _cli(build)
+    assert (r.returncode, r.stderr) == (0, "")
+    assert r.stdout.startswith("no snapshots in ")
+    key, parts = _key(build)
+    _save(build, key, parts)
+    r = _cli(build, "-j")
+    doc = json.loads(r.stdout)
+    assert [(s["name"], s["key"]) for s in doc["snapshots"]] == \
+        [("x-qemu-lab", key)]
+    r = _cli(build)
+    assert r.stdout.splitlines()[1].split()[:3] == ["x-qemu-lab", key, "2"]
+    r = _cli(build, "rm")
+    assert r.returncode == 1
+    assert r.stderr == ("dcblab: snapshots rm: name the snapshots to "
+                        "remove, or --all\n")
+    r = _cli(build, "rm", "nope")
+    assert r.returncode == 1
+    assert r.stderr == ("dcblab: no snapshot named 'nope' (saved: "
+                        "x-qemu-lab)\n")
+    r = _cli(build, "rm", "--all", "-j")
+    assert json.loads(r.stdout) == {"removed": ["x-qemu-lab"]}

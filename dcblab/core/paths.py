@@ -21,7 +21,7 @@ from .flavours import DEFAULT, flavour
 __all__ = ["ROOT", "build_dir", "kernel_src", "kernel_obj", "bzimage",
            "boot_kernel", "KERNEL_ENV", "initramfs", "missing_images",
            "check_images", "MissingImages", "default_topology",
-           "KERNEL_TARBALL", "PATCH_DIR", "TOPOLOGY_DIR"]
+           "KERNEL_TARBALL", "PATCH_DIR", "TOPOLOGY_DIR", "suite_times"]
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 PATCH_DIR = Path(os.environ.get("DCBLAB_PATCH_DIR")
@@ -58,6 +58,12 @@ def boot_kernel(flavour_name=None) -> Path:
 def tools_dir() -> Path:
     """The built C tools (make image), the host-side tsc-khz among them."""
     return build_dir() / "tools"
+
+
+def suite_times() -> Path:
+    """Seconds per test file of the last pytest session (its plugin
+    writes it; make bench reads it)."""
+    return build_dir() / "last-pytest-times.json"
 
 
 def initramfs() -> Path:

@@ -34,6 +34,7 @@ Options
 
 import concurrent.futures
 import contextlib
+import json
 import os
 import shutil
 import time
@@ -425,6 +426,30 @@ def _report_text(report):
     for title, text in report.sections:
         parts += ["", f"----- {title} -----", text]
     return "\n".join(parts) + "\n"
+
+
+# Seconds per test file (set-up, call and tear-down of its tests, a
+# session lab's bring-up in the first test that asks for it), written at
+# the end of the session to paths.suite_times() for make bench.
+_file_seconds = {}
+
+
+def pytest_runtest_logreport(report):
+    path = report.nodeid.split("::", 1)[0]
+    _file_seconds[path] = _file_seconds.get(path, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session, exitstatus):
+    # Only a session of the repository's own tests: the suite runs inner
+    # pytest sessions of its own (tests/test_host_untouched.py, ...).
+    if not any(f.startswith(("tests/", "docs/")) for f in _file_seconds):
+        return
+    try:
+        paths.build_dir().mkdir(parents=True, exist_ok=True)
+        paths.suite_times().write_text(json.dumps(
+            {"exit": int(exitstatus), "files": _file_seconds}, indent=1))
+    except OSError:
+        pass
 
 
 def pytest_terminal_summary(terminalreporter):
