@@ -11,6 +11,7 @@ import time
 import pytest
 
 from dcblab.core.paths import ROOT
+from dcblab.guest.console import find_splats
 from dcblab.lab import Lab, leftovers, snapshots
 from dcblab.topology import load
 
@@ -45,18 +46,26 @@ class Labs:
         return lab
 
     def down(self):
-        left = []
+        """(splats on the labs' consoles, what their downs left)."""
+        splats, left = [], []
         for lab in self.labs:
+            for host in lab.topology.hosts:
+                log = lab.dir / host.name / "console.log"
+                if log.exists():
+                    splats += [f"{lab.name}:{host.name}: {s}" for s in
+                               find_splats(log.read_text(errors="replace"))]
             lab.down()
             left += leftovers(lab.name, lab.run_id)
-        return left
+        return splats, left
 
 
 @pytest.fixture
 def labs():
+    """Labs of the test's own; their consoles are watched as the
+    fixtures' are (no splat), and nothing of them stays."""
     ls = Labs()
     yield ls
-    assert ls.down() == []
+    assert ls.down() == ([], [])
 
 
 def _run(lab, host, argv):
