@@ -209,28 +209,41 @@ class Keeper:
         self._check_stopping()
         for m in self.machines.values():
             m.resume()
-        errors = []
 
         def ready(host):
-            m = self.machines[host.name]
+            m, t = self.machines[host.name], timings[host.name]
+            t["agent"] = m.wait_ready(timeout=30)
+            _fresh_guest(m, self.snapshot)
+            self.hosts[host.name]["state"] = "running"
+            t["ready"] = time.monotonic() - m.t_start
+        errors = self._on_each_host(ready)
+        if errors:
+            raise LabError("\n".join(errors))
+        return timings
+
+    def _on_each_host(self, fn):
+        """fn(host) for every host at once, each in a thread; the errors,
+        one line per host that failed (naming it once: guest errors do)."""
+        errors = []
+
+        def run(host):
             try:
-                t = timings[host.name]
-                t["agent"] = m.wait_ready(timeout=30)
-                _fresh_guest(m, self.snapshot)
-                self.hosts[host.name]["state"] = "running"
-                t["ready"] = time.monotonic() - m.t_start
+                fn(host)
             except DcblabError as e:
                 errors.append(f"{e}" if f"{e}".startswith(f"{host.name}: ")
                               else f"{host.name}: {e}")
-        threads = [threading.Thread(target=ready, args=(h,))
+            except Exception as e:  # noqa: BLE001 - a guest killed under us
+                if not self.stopping.is_set():
+                    raise
+                errors.append(f"{e}" if f"{e}".startswith(f"{host.name}: ")
+                              else f"{host.name}: {e}")
+        threads = [threading.Thread(target=run, args=(h,))
                    for h in self.topology.hosts]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        if errors:
-            raise LabError("\n".join(errors))
-        return timings
+        return errors
 
     def save_snapshot(self, slot, key, parts, say):
         """The ready lab saved as slot's snapshot; a failure (a full
@@ -386,26 +399,11 @@ class Keeper:
         for host in self.topology.hosts:
             self.start_host(host)
         self.write()
-        timings, errors = {}, []
+        timings = {}
 
         def ready(host):
-            try:
-                timings[host.name] = self.ready_host(host)
-            except DcblabError as e:
-                # A message names its host once (guest errors do).
-                errors.append(f"{e}" if f"{e}".startswith(f"{host.name}: ")
-                              else f"{host.name}: {e}")
-            except Exception as e:  # noqa: BLE001 - a guest killed under us
-                if not self.stopping.is_set():
-                    raise
-                errors.append(f"{e}" if f"{e}".startswith(f"{host.name}: ")
-                              else f"{host.name}: {e}")
-        threads = [threading.Thread(target=ready, args=(h,))
-                   for h in self.topology.hosts]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+            timings[host.name] = self.ready_host(host)
+        errors = self._on_each_host(ready)
         self._check_stopping()
         if errors:
             raise LabError("\n".join(errors))
