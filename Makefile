@@ -22,7 +22,7 @@ DEBIAN_PACKAGES := linux-source-6.1 build-essential flex bison bc \
 	python3-pytest python3-ply python3-git python3-matplotlib \
 	python3-sybil nftables \
 	libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients python3-libvirt \
-	ibverbs-providers ibverbs-utils rdmacm-utils perftest
+	ibverbs-providers ibverbs-utils rdmacm-utils perftest ccache
 
 IMAGE := $(BUILD)/initramfs.cpio
 # The guests' dcb: Debian's iproute2 source with iproute2-patches/

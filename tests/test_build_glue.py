@@ -546,3 +546,65 @@ def test_an_interrupted_variant_build_leaves_no_process(tmp_path,
             break
         time.sleep(0.1)
     assert r.returncode == 1, f"left running: {r.stdout}"
+
+
+def test_make_s_does_not_silence_the_kernel_builds_progress():
+    from dcblab.build.kernel import not_silent
+    assert not_silent("s -- BUILD=/b FLAVOUR=lab") == " -- BUILD=/b FLAVOUR=lab"
+    assert not_silent("ks -j2 --jobserver-auth=3,4") == \
+        "k -j2 --jobserver-auth=3,4"
+    # No single-letter flags: nothing to take out, variables untouched.
+    assert not_silent("-j2 -- A=s") == "-j2 -- A=s"
+    assert not_silent("") == ""
+
+
+def _ccache_compile(build_dir, env):
+    """Compile one file the way kbuild does (absolute -I and source under
+    the BUILD dir, -fmacro-prefix-map, from an object directory) with the
+    flag make_vars adds."""
+    from dcblab.build import ccache
+    src, obj = build_dir / "src", build_dir / "obj"
+    (src / "include").mkdir(parents=True)
+    obj.mkdir()
+    (src / "include/x.h").write_text("#define X 3\n")
+    (src / "f.c").write_text('#include "x.h"\nint f(void) { return X; }\n'
+                             'const char *g(void) { return __FILE__; }\n')
+    subprocess.run(["ccache", "gcc", "-c", "-O2", "-g",
+                    f"-I{src}/include", f"-fmacro-prefix-map={src}/=",
+                    ccache.macro_prefix_map(src, obj), str(src / "f.c"),
+                    "-o", "f.o"], cwd=obj, env=env, check=True)
+    # The strings the code uses (__FILE__), not the debug info's names.
+    return subprocess.run(["objdump", "-s", "-j", ".rodata.str1.1", "f.o"],
+                          cwd=obj, capture_output=True, text=True,
+                          check=True).stdout
+
+
+def test_ccache_serves_a_second_build_dir_from_the_first(tmp_path,
+                                                         monkeypatch):
+    from dcblab.build import ccache
+    monkeypatch.setenv("DCBLAB_CCACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("DCBLAB_CCACHE", raising=False)
+    assert ccache.enabled(), "ccache is not installed: run make deps"
+    one, two = tmp_path / "clone1/build", tmp_path / "clone2/build"
+    start = ccache.counters(one)
+    _ccache_compile(one, ccache.environment(one))
+    first = ccache.counters(one)
+    out = _ccache_compile(two, ccache.environment(two))
+    second = ccache.counters(two)
+    assert ccache.summary(start, first).startswith(
+        "ccache: 0 of 1 compiles from the cache")
+    assert ccache.summary(first, second).startswith(
+        "ccache: 1 of 1 compiles from the cache (100%)")
+    # __FILE__ names the file relative to its tree, as without ccache.
+    assert out.rstrip().endswith("f.c."), out
+
+
+def test_ccache_off_builds_with_plain_gcc(monkeypatch):
+    from dcblab.build import ccache
+    monkeypatch.setenv("DCBLAB_CCACHE", "off")
+    assert ccache.make_vars("/b/src", "/b/obj") == []
+    assert ccache.counters("/x") == {}
+    assert ccache.summary({}, {}) is None
+    monkeypatch.setenv("DCBLAB_CCACHE", "maybe")
+    with pytest.raises(DcblabError, match="DCBLAB_CCACHE='maybe'"):
+        ccache.enabled()

@@ -39,6 +39,7 @@ import time
 from dcblab.core import paths
 from dcblab.core.flavours import FLAVOURS, flavour
 
+from . import ccache
 from .checks import dropped_options, merge_fragments
 from .common import (BuildError, ConfigMismatch, file_sha256, say,
                      tarball_id)
@@ -92,12 +93,15 @@ def extract():
 def _make_argv(flavour_name, args):
     return ["make", "-C", str(paths.kernel_src()),
             f"O={paths.kernel_obj(flavour_name)}", "LOCALVERSION=-dcblab",
+            *ccache.make_vars(paths.kernel_src(),
+                               paths.kernel_obj(flavour_name)),
             *args]
 
 
 def _make(flavour_name, args):
     argv = _make_argv(flavour_name, args)
-    r = subprocess.run(argv, capture_output=True, text=True)
+    r = subprocess.run(argv, capture_output=True, text=True,
+                       env=ccache.environment(paths.build_dir()))
     if r.returncode != 0:
         raise BuildError(f"{' '.join(argv)} failed:\n{r.stdout[-3000:]}"
                          f"{r.stderr[-3000:]}")
@@ -173,9 +177,13 @@ def _make_bzimage(name):
     log = build_log(name)
     bzimage = paths.bzimage(name)
     argv = _make_argv(name, [f"-j{os.cpu_count() or 1}", "bzImage"])
+    cache_before = ccache.counters(paths.build_dir())
     t0 = time.monotonic()
     with open(log, "w") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        env = ccache.environment(paths.build_dir())
+        env["MAKEFLAGS"] = not_silent(env.get("MAKEFLAGS", ""))
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                env=env)
         last = t0
         while proc.poll() is None:
             time.sleep(0.5)
@@ -189,6 +197,18 @@ def _make_bzimage(name):
         raise BuildError(f"kernel build failed (full log: {log}):\n"
                          + "\n".join(tail))
     say(f"build: {bzimage} ({bzimage.stat().st_size // 1024} KiB)")
+    cached = ccache.summary(cache_before, ccache.counters(paths.build_dir()))
+    if cached:
+        say(f"build: {cached}")
+
+
+def not_silent(makeflags):
+    """MAKEFLAGS without -s: `make -s kernel` would pass it down and
+    kbuild would then print no "CC" line, which the progress counts."""
+    flags, sep, rest = makeflags.partition(" ")
+    if flags.startswith("-"):   # no single-letter flags: "-j2 ..."
+        return makeflags
+    return flags.replace("s", "") + sep + rest
 
 
 def _objects_so_far(log):
