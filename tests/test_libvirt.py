@@ -12,6 +12,7 @@ the host (files, mounts, links...) is tests/test_host_untouched.py's, on
 both backends.
 """
 
+import dataclasses
 import json
 import os
 import signal
@@ -103,6 +104,22 @@ def test_domain_xml_is_the_qemu_backends_guest(tmp_path, accel, dtype):
     assert dom.find("devices/controller[@type='usb']").get("model") == "none"
     assert dom.find("devices/memballoon").get("model") == "none"
     assert dom.find("devices/rng/backend").text == "/dev/urandom"
+
+
+def test_every_nic_has_ctrl_vlan_off(tmp_path):
+    """As on the qemu backend (qemu.py: QEMU 7.2 clears a restored NIC's
+    VLAN table): a <qemu:override> per NIC, by libvirt's alias."""
+    spec = _spec()
+    spec = dataclasses.replace(spec, nics=spec.nics + (
+        TapNic("eth1", "h1-eth1", "02:dc:00:00:00:01", 1),))
+    dom = ET.fromstring(domain_xml(spec, tmp_path))
+    q = "{http://libvirt.org/schemas/domain/qemu/1.0}"
+    devs = dom.findall(f"{q}override/{q}device")
+    assert [d.get("alias") for d in devs] == ["net0", "net1"]
+    for d in devs:
+        (prop,) = d.findall(f"{q}frontend/{q}property")
+        assert prop.attrib == {"name": "ctrl_vlan", "type": "bool",
+                               "value": "false"}
 
 
 def test_single_queue_nic_has_no_queues_attribute(tmp_path):

@@ -64,6 +64,7 @@ INSTALL = ("run `make deps` (Debian packages libvirt-daemon "
 # and gives up without them. Debian's libvirt-daemon-system adds them
 # (uid/gid 64055 is Debian's static allocation for it).
 DEBIAN_QEMU_USER = ("libvirt-qemu", 64055)
+QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
 
 LIBVIRTD_CONF = """\
 # dcblab: a private libvirtd for one lab (dcblab/backends/libvirt.py)
@@ -297,8 +298,22 @@ def domain_xml(spec, rundir):
       <rom enabled='no'/>
     </interface>""")
     nic_xml = "\n".join(nics)
+    # ctrl_vlan=off on every NIC, as on the qemu backend (qemu.py says
+    # why: QEMU 7.2 clears a restored NIC's VLAN table). libvirt has no
+    # element for it: a <qemu:override> of each NIC's device properties,
+    # by the alias libvirt gives it (net0, net1, ...; libvirt >= 8.2).
+    overrides = "\n".join(f"""\
+    <qemu:device alias='net{i}'>
+      <qemu:frontend>
+        <qemu:property name='ctrl_vlan' type='bool' value='false'/>
+      </qemu:frontend>
+    </qemu:device>""" for i in range(len(spec.nics)))
+    override_xml = f"""
+  <qemu:override>
+{overrides}
+  </qemu:override>""" if spec.nics else ""
     return f"""\
-<domain type='{domain_type}'>
+<domain type='{domain_type}' xmlns:qemu='{QEMU_NS}'>
   <name>{escape(spec.name)}</name>
   <description>dcblab guest {escape(spec.name)}</description>
   <memory unit='MiB'>{spec.memory_mib}</memory>
@@ -337,7 +352,7 @@ def domain_xml(spec, rundir):
     <rng model='virtio'>
       <backend model='random'>/dev/urandom</backend>
     </rng>
-  </devices>
+  </devices>{override_xml}
 </domain>
 """
 
