@@ -94,8 +94,10 @@ security_driver = "none"
 
 # sh, run by unshare in a private mount namespace inside the lab's netns.
 # $1 lab's libvirt dir, $2 the shared cache, $3 the lab's run dir, $4 the
-# pid file (its name carries the run id), $5 libvirtd. Every mount is -n:
-# without it util-linux's mount records it in /run/mount/utab, and this
+# pid file (its name carries the run id), $5 libvirtd, $6 the build
+# directory (the kernel, and the snapshots libvirtd writes and restores:
+# kept visible, as the run dir is, when under /run or /var). Every mount
+# is -n: without it util-linux's mount records it in /run/mount/utab, and this
 # script runs while /run is still the host's (the first such mount on a
 # machine creates /run/mount there). The sysfs shows the lab's netns (what
 # `ip netns exec` would mount).
@@ -109,19 +111,19 @@ mount -n --bind "$R/group" /etc/group
 mount -n -t tmpfs -o mode=0755,size=1m dcblab-run "$R/ns/run"
 mkdir "$R/ns/run/libvirt" "$R/ns/run/lock"
 mount -n --bind "$R/run" "$R/ns/run/libvirt"
-case $3 in /run/*)
-    mkdir -p "$R/ns/run/${3#/run/}"
-    mount -n --bind "$3" "$R/ns/run/${3#/run/}";;
-esac
+for d in "$6" "$3"; do case $d in /run/*)
+    mkdir -p "$R/ns$d"
+    mount -n --bind "$d" "$R/ns$d";;
+esac; done
 mount -n -t tmpfs -o mode=0755,size=1m dcblab-var "$R/ns/var"
 mkdir -p "$R/ns/var/lib/libvirt" "$R/ns/var/log/libvirt" \
     "$R/ns/var/cache/libvirt" "$R/ns/var/tmp"
 ln -s /run "$R/ns/var/run"
 ln -s /run/lock "$R/ns/var/lock"
-case $3 in /var/*)
-    mkdir -p "$R/ns/var/${3#/var/}"
-    mount -n --bind "$3" "$R/ns/var/${3#/var/}";;
-esac
+for d in "$6" "$3"; do case $d in /var/*)
+    mkdir -p "$R/ns$d"
+    mount -n --bind "$d" "$R/ns$d";;
+esac; done
 mount -n --bind "$R/lib" "$R/ns/var/lib/libvirt"
 mount -n --bind "$R/log" "$R/ns/var/log/libvirt"
 mount -n --bind "$2" "$R/ns/var/cache/libvirt"
@@ -207,7 +209,8 @@ class Daemon:
                 "unshare", "--mount", "--propagation", "private", "--",
                 "sh", "-c", NS_SCRIPT,
                 "dcblab-libvirtd", str(self.root), str(cache),
-                str(self.labdir), f"libvirtd.{self.tag}.pid", LIBVIRTD])
+                str(self.labdir), f"libvirtd.{self.tag}.pid", LIBVIRTD,
+                str(paths.build_dir())])
         t0 = time.monotonic()
         with open(self.root / "log" / "libvirtd.out", "wb") as out:
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
