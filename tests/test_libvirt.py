@@ -24,7 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from dcblab.backends import QemuVm, VmSpec, TapNic, domain_xml
+from dcblab.backends import (LibvirtBackend, QemuVm, TapNic, VmSpec,
+                             domain_xml)
+from dcblab.backends.libvirt import LibvirtVm
 from dcblab.core import proc
 from dcblab.core.paths import ROOT, default_topology
 from dcblab.lab import Wire, leftovers, run_pids, run_root
@@ -120,6 +122,49 @@ def test_every_nic_has_ctrl_vlan_off(tmp_path):
         (prop,) = d.findall(f"{q}frontend/{q}property")
         assert prop.attrib == {"name": "ctrl_vlan", "type": "bool",
                                "value": "false"}
+
+
+def test_restore_xml_keeps_the_saved_guest_and_takes_this_runs_parts(
+        tmp_path):
+    """What a libvirt lab restores a saved guest with: the saved XML (its
+    UUID, addresses and MACs: libvirt's ABI check) with this lab's kernel
+    command line (run id), taps and run directory everywhere the saving
+    lab's was; the console log appended to only for the saving lab."""
+    saved = domain_xml(_spec(), tmp_path / "old" / "h1").replace(
+        "<name>h1</name>", "<name>h1</name><uuid>4ae6dd4a-abd4-4a8d-be35-"
+        "01d2cf525439</uuid>").replace(
+        "</devices>", "<console type='pty'><log file="
+        f"'{tmp_path}/old/h1/console.log' append='off'/><target "
+        "type='serial' port='0'/></console></devices>")
+    new = TapNic("eth0", "h1-eth0", "02:dc:00:00:00:00", 8)
+    spec = VmSpec("h1", Path("/k/bzImage"), Path("/k/initramfs.cpio"),
+                  memory_mib=160, cpus=2, nics=(new,),
+                  cmdline=("dcblab.run=ba9876543210",))
+    vm = LibvirtVm(None, spec, tmp_path / "new" / "h1")
+    for append in (False, True):
+        dom = ET.fromstring(vm.restore_xml(saved, append=append))
+        assert dom.findtext("uuid") == "4ae6dd4a-abd4-4a8d-be35-01d2cf525439"
+        assert "dcblab.run=ba9876543210" in dom.findtext("os/cmdline")
+        logs = [x.attrib for x in dom.iter("log")]
+        assert logs == 2 * [{"file": f"{tmp_path}/new/h1/console.log",
+                             "append": "on" if append else "off"}]
+        assert dom.find("devices/console[@type='unix']/source").get(
+            "path") == f"{tmp_path}/new/h1/shell.sock"
+        assert str(tmp_path / "old") not in ET.tostring(dom).decode()
+        q = "{http://libvirt.org/schemas/domain/qemu/1.0}"
+        assert dom.find(f"{q}override/{q}device").get("alias") == "net0"
+
+
+def test_identity_is_the_domain_xml_without_the_runs_parts(tmp_path):
+    """The snapshot key's part of a libvirt guest: libvirt's version and
+    the domain XML, the run directory a placeholder, no TSC frequency
+    (compared within a tolerance instead: lab/snapshots.py)."""
+    ident = LibvirtBackend().identity(_spec())
+    assert ident[0].startswith("libvirt ")
+    assert "@RUNDIR@/console.log" in ident[1]
+    assert "tsc_early_khz" not in ident[1]
+    assert "ctrl_vlan" in ident[1]
+    assert LibvirtBackend().snapshots
 
 
 def test_single_queue_nic_has_no_queues_attribute(tmp_path):

@@ -34,14 +34,24 @@ HOST/console.log for the console watcher, the hvc shell on HOST/shell.sock
 (``dcblab shell`` as on the qemu backend), and qemu-guest-agent on
 libvirt's own channel: guest commands go through
 ``virDomainQemuAgentCommand``.
+
+Snapshots (lab/snapshots.py) are libvirt's save and restore: a lab saves
+each paused guest with virDomainSaveFlags (libvirt's header, the domain
+XML, QEMU's migration stream) and, since libvirt stops a domain it
+saved, restores it at once from that file, paused, to carry on. A later
+lab restores with virDomainRestoreFlags and the saved XML with this
+run's parts put in (LibvirtVm.restore_xml): libvirt checks that the rest
+(UUID, devices, MACs) is the saved guest's.
 """
 
 import functools
 import json
 import math
 import os
+import re
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
@@ -407,6 +417,8 @@ class LibvirtVm(Machine):
         self.pid = None
         self.t_start = None
         self._dom = None
+        self._restoring = None       # start(restore=...)'s thread
+        self._restore_error = None
 
     def xml(self):
         return domain_xml(self.spec, self.rundir)
@@ -420,10 +432,15 @@ class LibvirtVm(Machine):
                 raise AgentError(f"{self.name}: {_err(e)}") from None
         return self._dom
 
-    def start(self):
+    def start(self, restore=None):
+        """Boot; or with restore (a file open for reading: a saved state
+        of an identical guest, Backend.identity) restore that state,
+        paused, in a thread of its own (wait_restored, resume)."""
         libvirt, _ = _libvirt()
         for f in ("console.log", "shell.sock"):
             (self.rundir / f).unlink(missing_ok=True)
+        if restore is not None:
+            return self._start_restore(restore)
         xml = self.xml()
         (self.rundir / "domain.xml").write_text(xml)
         self.t_start = time.monotonic()
@@ -432,13 +449,16 @@ class LibvirtVm(Machine):
         except libvirt.libvirtError as e:
             raise VmError(f"{self.name}: libvirt could not start the domain: "
                           f"{_err(e)} (see {self.log_path()})") from None
+        self.pid = self._read_pid()
+        return self
+
+    def _read_pid(self):
         pidfile = self.backend.daemon.root / "run/qemu" / f"{self.name}.pid"
         try:
-            self.pid = int(pidfile.read_text().strip())
+            return int(pidfile.read_text().strip())
         except (OSError, ValueError) as e:
             raise VmError(f"{self.name}: no QEMU pid in {pidfile}: {e}") \
                 from None
-        return self
 
     def alive(self):
         return proc.running(self.pid)
@@ -448,10 +468,20 @@ class LibvirtVm(Machine):
 
     def stop(self, grace=3.0):
         """virDomainDestroy (SIGTERM, SIGKILL after libvirt's wait); then
-        make sure the QEMU is gone even if the daemon is not."""
-        if self.pid is None:
+        make sure the QEMU is gone even if the daemon is not. A restore
+        still under way is destroyed too (its domain exists from the
+        restore's start)."""
+        if self.t_start is None:
             return
         libvirt, _ = _libvirt()
+        if self._restoring is not None and self._restoring.is_alive():
+            try:
+                self.backend.daemon.conn().lookupByName(self.name).destroy()
+            except (libvirt.libvirtError, VmError):
+                pass
+            self._restoring.join(30)
+        if self.pid is None:
+            return
         try:
             self.domain().destroy()
         except (libvirt.libvirtError, AgentError, VmError):
@@ -468,6 +498,136 @@ class LibvirtVm(Machine):
             except (libvirt.libvirtError, VmError):
                 return
             time.sleep(0.05)
+
+    # --- snapshots -------------------------------------------------------
+
+    def pause(self):
+        self._call("pause", lambda dom: dom.suspend())
+
+    def resume(self):
+        self._call("resume", lambda dom: dom.resume())
+
+    def _call(self, what, fn):
+        libvirt, _ = _libvirt()
+        try:
+            fn(self.domain())
+        except (libvirt.libvirtError, AgentError) as e:
+            raise VmError(f"{self.name}: libvirt could not {what} the "
+                          f"domain: {_err(e)}") from None
+
+    def restore_xml(self, saved, append=False):
+        """The domain XML a saved state is restored with: the saved one
+        (its UUID, devices, addresses and MACs: libvirt refuses a restore
+        whose XML changes them, "Target network card mac ... does not
+        match source ...") with this run's parts put in from this lab's
+        own domain_xml: the kernel command line (the run id the reaper
+        looks for; the guest booted long ago), the taps, and the saving
+        lab's run directory made this one's wherever it appears (the
+        console log, twice: libvirt lists the serial as console too; the
+        shell socket). libvirt accepts those changes. append: the console
+        log carries on (the saving lab's own guests, restored at once)."""
+        import xml.etree.ElementTree as ET  # only the snapshot code needs it
+        ET.register_namespace("qemu", QEMU_NS)
+        dom = ET.fromstring(saved)
+        mine = ET.fromstring(self.xml())
+        for path in ("os/kernel", "os/initrd", "os/cmdline"):
+            dom.find(path).text = mine.find(path).text
+        for i, m in zip(dom.findall("devices/interface"),
+                        mine.findall("devices/interface")):
+            i.find("target").set("dev", m.find("target").get("dev"))
+            i.find("mac").set("address", m.find("mac").get("address"))
+        old = Path(dom.find("devices/serial/log").get("file")).parent
+        for log in dom.iter("log"):
+            log.set("append", "on" if append else "off")
+        # (The agent channel's socket is libvirt's to place: the saved
+        # XML names none.)
+        for el in dom.iter():
+            for k, v in list(el.attrib.items()):
+                if v.startswith(f"{old}/"):
+                    el.set(k, f"{self.rundir}/{v[len(str(old)) + 1:]}")
+        return ET.tostring(dom, encoding="unicode")
+
+    def _restore(self, src, xml):
+        """virDomainRestoreFlags of src with xml, paused; then the new
+        domain and its QEMU's pid."""
+        libvirt, _ = _libvirt()
+        conn = self.backend.daemon.conn()
+        try:
+            conn.restoreFlags(src, xml, libvirt.VIR_DOMAIN_SAVE_PAUSED)
+            self._dom = conn.lookupByName(self.name)
+        except libvirt.libvirtError as e:
+            raise VmError(f"{self.name}: libvirt could not restore the saved "
+                          f"state: {_err(e)}") from None
+        self.pid = self._read_pid()
+
+    def _start_restore(self, f):
+        """start(restore=f): the saved XML read from f's image, edited
+        (restore_xml); the restore itself in a thread. libvirtd opens f by
+        /proc/KEEPER/fd/N, a descriptor of our own: the keeper's file
+        even if a newer snapshot replaced the slot since (snapshots.py)."""
+        libvirt, _ = _libvirt()
+        fd = os.dup(f.fileno())
+        src = f"/proc/{os.getpid()}/fd/{fd}"
+        try:
+            saved = self.backend.daemon.conn().saveImageGetXMLDesc(src, 0)
+            xml = self.restore_xml(saved)
+        except libvirt.libvirtError as e:
+            os.close(fd)
+            raise VmError(f"{self.name}: libvirt could not read the saved "
+                          f"state: {_err(e)}") from None
+        except BaseException:
+            os.close(fd)
+            raise
+        (self.rundir / "domain.xml").write_text(xml)
+        self.t_start = time.monotonic()
+        self._restore_error = None
+
+        def run():
+            try:
+                self._restore(src, xml)
+            except VmError as e:
+                self._restore_error = e
+            finally:
+                os.close(fd)
+        self._restoring = threading.Thread(target=run, daemon=True)
+        self._restoring.start()
+        return self
+
+    def wait_restored(self, timeout=60.0):
+        """Until virDomainRestoreFlags returned (the guest paused, as
+        saved): host s since start; its error, one line, if it failed."""
+        self._restoring.join(timeout)
+        if self._restoring.is_alive():
+            raise VmError(f"{self.name}: restoring the saved state took "
+                          f"over {timeout:.0f}s")
+        if self._restore_error is not None:
+            raise self._restore_error
+        return time.monotonic() - self.t_start
+
+    def save(self, path, timeout=120.0):
+        """virDomainSaveFlags of the paused guest into path: libvirt's
+        header and the domain's XML, then QEMU's migration stream. libvirt
+        stops the domain once saved: the guest is restored at once from
+        that file, paused, so the saving lab carries on (a new QEMU: a
+        new pid, its console log appended to). No timeout: libvirt's
+        calls return when done or failed."""
+        libvirt, _ = _libvirt()
+        conn = self.backend.daemon.conn()
+        try:
+            self.domain().saveFlags(str(path), None,
+                                    libvirt.VIR_DOMAIN_SAVE_PAUSED)
+        except (libvirt.libvirtError, AgentError) as e:
+            raise VmError(f"{self.name}: saving its state failed: "
+                          f"{_err(e)}") from None
+        self._dom = None
+        (self.rundir / "shell.sock").unlink(missing_ok=True)
+        try:
+            xml = self.restore_xml(conn.saveImageGetXMLDesc(str(path), 0),
+                                   append=True)
+        except libvirt.libvirtError as e:
+            raise VmError(f"{self.name}: saved, but libvirt could not read "
+                          f"the saved state back: {_err(e)}") from None
+        self._restore(str(path), xml)
 
     def set_link(self, nic, up):
         """The interface's <link state='up|down'/>, as `virsh
@@ -502,9 +662,23 @@ class LibvirtBackend(Backend):
     """Guests as transient libvirt domains of a private libvirtd."""
 
     name = "libvirt"
+    snapshots = True
 
     def __init__(self):
         self.daemon = None
+
+    def identity(self, spec):
+        """libvirt's version and its daemon binary, and spec's domain XML
+        (with @RUNDIR@ for the run directory) but for the host's TSC
+        frequency (as the qemu backend's identity). libvirt makes QEMU's
+        command line from the XML: another libvirt may make another
+        machine of the same XML."""
+        libvirt, _ = _libvirt()
+        st = os.stat(LIBVIRTD)
+        xml = re.sub(r" tsc_early_khz=\d+", "",
+                     domain_xml(spec, Path("@RUNDIR@")))
+        return [f"libvirt {libvirt.getVersion()}; {LIBVIRTD} {st.st_size} "
+                f"{st.st_mtime_ns}", xml]
 
     def open(self, labdir, netns, tag):
         self.daemon = Daemon(labdir, netns, tag)

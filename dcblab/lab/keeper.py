@@ -156,10 +156,7 @@ class Keeper:
                                "stopping")
             m = self.backend.machine(self.spec(host), self.dir / host.name)
             self.machines[host.name] = m
-            if restore is None:
-                m.start()
-            else:
-                m.start(restore=restore)
+            m.start(restore=restore)
         self.hosts[host.name] = {"pid": m.pid, "rundir": str(m.rundir),
                                  "state": "starting", "rc": None,
                                  "log": str(m.log_path()),
@@ -206,6 +203,7 @@ class Keeper:
         timings = {h.name: {"restore": self.machines[h.name]
                             .wait_restored(timeout=60)}
                    for h in self.topology.hosts}
+        self._record_pids()
         self._check_stopping()
         for m in self.machines.values():
             m.resume()
@@ -220,6 +218,14 @@ class Keeper:
         if errors:
             raise LabError("\n".join(errors))
         return timings
+
+    def _record_pids(self):
+        """Each guest's pid in its state.json entry again: a libvirt
+        guest's QEMU is a new process after a restore finished or a save
+        (libvirt's save stops the domain, LibvirtVm.save restores it)."""
+        for name, m in self.machines.items():
+            if name in self.hosts:
+                self.hosts[name]["pid"] = m.pid
 
     def _on_each_host(self, fn):
         """fn(host) for every host at once, each in a thread; the errors,
@@ -273,6 +279,8 @@ class Keeper:
         except DcblabError as e:
             say(f"snapshot {slot}: not saved: {e}")
             return None
+        finally:
+            self._record_pids()
         say(f"snapshot {slot}: saved, {snap.size() / 1e6:.0f} MB (guests "
             f"paused {t:.2f}s); later ups restore it (`--cold`: not)")
         return t
