@@ -198,8 +198,9 @@ class Backend(ABC):
 
     def identity(self, spec: VmSpec):
         """What makes a saved state of spec's guest fit another: a list of
-        strings (QEMU's argv), with spec's run-specific parts (netns, run
-        directory, MACs, run tag) already replaced by placeholders."""
+        strings (QEMU's argv; libvirt's version and the domain XML), with
+        spec's run-specific parts (netns, run directory, MACs, run tag)
+        already replaced by placeholders."""
         raise VmError(f"the {self.name} backend has no snapshots")
 
     @abstractmethod

@@ -3,12 +3,14 @@ and restored by later ``up``s of the same lab instead of booted.
 
 A snapshot lives in BUILD/snapshots/SLOT/ (SLOT: topology name, backend,
 flavour; one snapshot per slot): ``meta.json`` and one saved state per
-guest (QEMU's migration stream). It is used only while its key still
+guest (QEMU's migration stream; on the libvirt backend libvirt's save
+image, which holds one). It is used only while its key still
 holds: the key is a digest of everything that makes a saved guest wrong
 for a new one (the format, the backend and flavour, the accelerator,
 QEMU's version and binary, the kernel's and initramfs's bytes, the
-topology file's bytes, and each guest's machine: QEMU's argv with its
-run-specific parts replaced, Backend.identity). Beside the key, the
+topology file's bytes, and each guest's machine: QEMU's argv, or the
+libvirt domain XML, with its run-specific parts replaced,
+Backend.identity). Beside the key, the
 host's TSC frequency must match the one the guests calibrated against
 (within TSC_TOLERANCE). A key that no longer holds means a cold boot,
 whose lab then replaces the snapshot; ``--cold`` neither uses nor saves
