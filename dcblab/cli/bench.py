@@ -1,6 +1,7 @@
 """`dcblab bench`: measured figures, printed as a table (never asserted)."""
 
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -18,7 +19,7 @@ from ..backends import QemuVm, VmSpec, choose_accel
 from ..core import paths, proc
 from ..core.errors import DcblabError, UsageError
 from ..lab import Lab, leftovers
-from ..scenarios import app_chain, negotiate, two_cgroups_at_once
+from ..scenarios import app_chain, datapath, negotiate, two_cgroups_at_once
 from ..scenarios.roce import ERROR_COUNTERS as ERRS
 from ..scenarios.soak import (DEFAULT_BUDGET_S, DEFAULT_CLEAN, DEFAULT_KILLED,
                               soak)
@@ -160,7 +161,9 @@ def _backend_cycle(topo, backend, accel, execs):
               backend=backend)
     fig = {}
     try:
-        t = lab.up(owner_pid=os.getpid(), accel=accel)
+        # Cold: the backends' boots compared (both restore snapshots;
+        # _snapshot_rows has those).
+        t = lab.up(owner_pid=os.getpid(), accel=accel, cold=True)
         fig["up"], fig["open"] = t["total"], t.get("backend_open", 0.0)
         h1 = LabHandle(lab).h1
         times = []
@@ -433,6 +436,76 @@ def _rate_rows(topo, args, accel):
     return rows
 
 
+
+def _datapath_run(handle, frames, pktgen_first):
+    """In one two-hosts lab: the two-cgroup run (priosend x 2 -> priosink)
+    and pktgen on the same link, h1's CPUs each with a thread, in the order
+    given; then one priosend alone (_sender_rate). (tools' result,
+    pktgen's result, the sender's frames/s alone)."""
+    sender, receiver, vlan = "h1", "h2", 100
+    tx, rx = handle.guest(sender), handle.guest(receiver)
+    tx_nic = handle.topology.host(sender).nics[0].name
+    rx_nic = handle.topology.host(receiver).nics[0].name
+    threads = handle.topology.host(sender).cpus
+
+    def kernel():
+        # The two-cgroup run's VLAN address and the frames' length; the
+        # same count of frames in all as the tools send.
+        return datapath.pktgen(
+            tx, rx, tx_dev=tx_nic, rx_dev=rx_nic,
+            dst=str(handle.topology.address(receiver, vlan)),
+            dst_mac=rx.read(f"/sys/class/net/{rx_nic}/address").strip(),
+            count=frames // threads, vlan=vlan, pcp=5, threads=threads)
+
+    def tools():
+        # No tracepoint: evidence the frames/s rows carry, not the tools.
+        return two_cgroups_at_once(handle, per_flow=frames // 2, vlan=vlan,
+                                   sender=sender, receiver=receiver,
+                                   trace=False)
+
+    if pktgen_first:
+        gen = kernel()
+        result = tools()
+    else:
+        result = tools()
+        gen = kernel()
+    return result, gen, _sender_rate(handle, result, vlan, frames)
+
+
+def _datapath_rows(topo, args, accel):
+    """Classified frames/s of the tools against pktgen's frames/s on the
+    same link, in the same lab, each run's order alternated."""
+    ratios, tools, gens, sent, senders = [], [], [], [], []
+    for i in range(args.datapath_runs):
+        say(f"bench: data path, round {i + 1}/{args.datapath_runs}: "
+            f"{args.frames} frames by priosend and by pktgen, h1 -> h2")
+        with _booted(topo, accel) as handle:
+            result, gen, alone = _datapath_run(handle, args.frames,
+                                               pktgen_first=i % 2 == 1)
+        senders.append(alone)
+        tools.append(result.rate)
+        gens.append(gen.rate)
+        sent.append(gen.sent_rate)
+        ratios.append(result.rate / gen.rate if gen.rate else 0.0)
+    med = statistics.median
+    n = len(ratios)
+    return [
+        ("data path: tools, classified/s", f"{med(tools):.0f}",
+         f"two priosend -> priosink, median of {n} ({min(tools):.0f}.."
+         f"{max(tools):.0f}), as the frames/s rows"),
+        ("  pktgen, received/s", f"{med(gens):.0f}",
+         f"same lab, same link and frames (VLAN 100, PCP 5, "
+         f"{datapath.frame_len(64)} B), one kernel thread per h1 CPU; h2's "
+         f"rx_packets over pktgen's run ({min(gens):.0f}..{max(gens):.0f}; "
+         f"pktgen handed the driver {med(sent):.0f}/s)"),
+        ("  priosend alone, sent/s", f"{med(senders):.0f}",
+         f"one priosend, h2's NIC dropping its frames (a MAC nobody has): "
+         f"the sender's own bound ({min(senders):.0f}..{max(senders):.0f})"),
+        ("  tools / pktgen", f"{med(ratios):.2f}",
+         f"median of {n} per-lab ratios ({min(ratios):.2f}.."
+         f"{max(ratios):.2f}); goal >= 0.80"),
+    ]
+
 # --- what each patch costs: the series against the series minus it --------
 
 def _patch_cost_rows(topo, args, accel):
@@ -599,18 +672,21 @@ def _snapshot_rows(args, accel):
     from ..lab import snapshots
     med = statistics.median
     rows = []
-    for file, goal in (("two-hosts.toml", 1.0), ("dcb-fabric.toml", 2.0)):
+    for (file, goal), backend in itertools.product(
+            (("two-hosts.toml", 1.0), ("dcb-fabric.toml", 2.0)),
+            ("qemu", "libvirt")):
         topo = load(paths.ROOT / "topology" / file)
-        slot = snapshots.slot_name(topo.name, "qemu", "lab")
+        slot = snapshots.slot_name(topo.name, backend, "lab")
+        name = f"{topo.name} on {backend}"
         if (snapshots.store() / slot).exists():
             snapshots.remove([slot])
         cold, restored, per_host, saved = [], [], [], None
         for i in range(args.snapshot_runs + 2):
             kind = ("cold" if i == 0 else "saving" if i == 1
                     else "restored")
-            say(f"bench: {topo.name} up, {kind} ({i + 1}/"
+            say(f"bench: {name} up, {kind} ({i + 1}/"
                 f"{args.snapshot_runs + 2})")
-            lab = Lab(topo, f"bench-snap-{os.getpid()}", backend="qemu")
+            lab = Lab(topo, f"bench-snap-{os.getpid()}", backend=backend)
             try:
                 t = lab.up(owner_pid=os.getpid(), accel=accel,
                            cold=(i == 0))
@@ -629,12 +705,12 @@ def _snapshot_rows(args, accel):
                      if r["name"] == slot), 0)
         n = len(restored)
         if not n:
-            rows.append((f"{topo.name} up, restored", "none",
+            rows.append((f"{name} up, restored", "none",
                          f"no up of {args.snapshot_runs} restored: see the "
                          "progress lines"))
             continue
         rows += [
-            (f"{topo.name} up, restored", f"{med(restored):.2f} s",
+            (f"{name} up, restored", f"{med(restored):.2f} s",
              f"median of {n}, max {max(restored):.2f} s (goal <= "
              f"{goal:.0f} s); cold, same run: {cold[0]:.2f} s"),
             ("  QEMU start -> last guest ready", f"{med(per_host):.2f} s",
@@ -864,6 +940,8 @@ def bench(args):
         rows += _backend_rows(topo, args, accel)
     if args.rate_runs:
         rows += _rate_rows(topo, args, accel)
+    if args.datapath_runs:
+        rows += _datapath_rows(topo, args, accel)
     if args.patch_runs and args.without:
         rows += _patch_cost_rows(topo, args, accel)
     if args.dcbx_runs:
@@ -919,6 +997,10 @@ def add_parsers(sub):
     p.add_argument("--rate-runs", type=int, default=3,
                    help="classification runs per vCPU setting (default 3; "
                         "0 skips)")
+    p.add_argument("--datapath-runs", type=int, default=3,
+                   help="labs in which the tools' classified frames/s are "
+                        "set against kernel pktgen's on the same link "
+                        "(default 3; 0 skips)")
     p.add_argument("--without", nargs="*", default=list(MEASURED),
                    metavar="PATCH",
                    help="patches whose cost to measure: the series is "
