@@ -14,6 +14,7 @@ import pytest
 from sybil.example import SybilFailure
 
 from dcblab.core.paths import ROOT
+from dcblab.testing import labdoc
 from dcblab.testing.labdoc import LabDocError, check, parse, verdict
 from dcblab.testing.labs_pytest import LABS_DIR, SYBIL
 
@@ -126,6 +127,8 @@ def test_every_lab_parses_states_a_verdict_and_uses_the_session_lab():
                                     "kernel version"
         hosts = {s.host for b in blocks for s in b.steps}
         assert hosts <= {"h1", "h2", "host"}, f"{lab.name}: {hosts}"
+        # The suite runs every lab on its session lab, a two-hosts one.
+        assert labdoc.topology_of(text) == "two-hosts", lab.name
 
 
 def test_readme_lists_every_lab_with_its_verdict():
@@ -220,3 +223,26 @@ def test_cli_mistakes_are_one_line(lab, tmp_path):
     r = _dcblab(["lab", "--name", lab.name, str(bad)])
     assert r.returncode == 2 and f"{bad}:1: console block not closed" in \
         r.stderr and r.stderr.count("\n") == 1
+
+
+def test_a_lab_names_its_topology_two_hosts_by_default():
+    assert labdoc.topology_of("# Lab\n\ntext\n") == "two-hosts"
+    fabric = "# Lab\n<!-- topology: dcb-fabric -->\n"
+    assert labdoc.topology_of(fabric) == "dcb-fabric"
+    assert labdoc.topology_mismatch("x.md", fabric, "dcb-fabric") is None
+    why = labdoc.topology_mismatch("x.md", fabric, "two-hosts")
+    assert why.startswith("x.md is written for topology dcb-fabric, and "
+                          "this lab runs two-hosts") and "\n" not in why
+
+
+def test_cli_refuses_a_lab_of_another_topology_before_running_it(lab,
+                                                                 tmp_path):
+    f = tmp_path / "fabric-lab.md"
+    f.write_text("# Lab\n<!-- topology: dcb-fabric -->\n\n```console\n"
+                 "h1# touch /tmp/fabric-lab-ran\n```\n")
+    r = _dcblab(["lab", "--name", lab.name, "--no-pause", str(f)])
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert f"{f} is written for topology dcb-fabric, and this lab runs " \
+        "two-hosts" in r.stderr
+    assert lab.h1.run(["ls", "/tmp"]).stdout.split().count(
+        "fabric-lab-ran") == 0

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from ..core.errors import UsageError
-from ..testing.labdoc import LabRun, guest_runner, host_runner, parse_file
+from ..testing.labdoc import (LabRun, guest_runner, host_runner, parse_file,
+                              topology_mismatch)
 from .common import lab_name, named, note
 
 __all__ = ["add_parsers"]
@@ -80,6 +81,11 @@ def cmd_lab(args):
                          "command (HOST# or host$) in it")
     name = lab_name(args)
     lab = Lab.attach(name)
+    # Before anything runs: a lab of another topology may have the same
+    # host names and be left half-changed (lab 9 on dcb-fabric was).
+    wrong = topology_mismatch(path, path.read_text(), lab.topology.name)
+    if wrong:
+        raise UsageError(f"lab: {wrong}")
     used = sorted({s.host for b in blocks for s in b.steps} - {"host"})
     missing = [h for h in used if h not in lab.machines]
     if missing:

@@ -25,7 +25,8 @@ from ..core.errors import UsageError
 
 __all__ = ["Step", "Block", "LabDocError", "parse", "parse_file", "check",
            "Outcome", "guest_runner", "host_runner", "substitute",
-           "STEP_TIMEOUT", "verdict", "LabRun", "failure_text"]
+           "STEP_TIMEOUT", "verdict", "LabRun", "failure_text",
+           "topology_of", "topology_mismatch", "DEFAULT_TOPOLOGY"]
 
 STEP_TIMEOUT = 60.0
 
@@ -84,6 +85,29 @@ def verdict(text):
     """The lab's **Verdict** (true / false / changed since), or None."""
     m = _VERDICT.search(text)
     return m.group(1) if m else None
+
+
+# A lab names the topology it is written for with a line
+# `<!-- topology: NAME -->`; without one it is two-hosts (the course's).
+DEFAULT_TOPOLOGY = "two-hosts"
+_TOPOLOGY = re.compile(r"^<!-- topology: ([\w.-]+) -->$", re.M)
+
+
+def topology_of(text):
+    """The topology name a lab's text is written for."""
+    m = _TOPOLOGY.search(text)
+    return m.group(1) if m else DEFAULT_TOPOLOGY
+
+
+def topology_mismatch(path, text, running):
+    """None if a lab (its path and text) fits a running lab's topology
+    name; else the one-line reason, saying what to start."""
+    want = topology_of(text)
+    if want == running:
+        return None
+    return (f"{path} is written for topology {want}, and this lab runs "
+            f"{running}: start one with `dcblab up --name NAME {want}` "
+            "and pass --name NAME")
 
 
 def parse_file(path):
