@@ -151,8 +151,9 @@ def cmd_lab(args):
         f"{len(differ)} not as the lab says (lines "
         f"{', '.join(map(str, differ))})")
     (screen.good if ok else screen.bad)(summary)
-    screen.line(f"The guests keep the lab's state to explore; `dcblab reset "
-                f"--name {name} {' '.join(used)}` puts them back.")
+    screen.line(f"The guests keep what the lab left (a lab's clean-up may "
+                f"have undone some of it); `dcblab reset --name {name} "
+                f"{' '.join(used)}` puts them back at the baseline.")
     return 0 if ok else 1
 
 
