@@ -17,12 +17,16 @@ import time
 
 import pytest
 
+from dcblab.core.flavours import flavour
 from dcblab.core.paths import ROOT
 from dcblab.guest.console import find_splats
 from dcblab.lab import Lab, leftovers, run_pids, snapshots
 from dcblab.topology import load
 
 
+# The session's kernel flavour: a snapshot's slot names it (FLAVOUR=debug
+# in CI's debug pass).
+FLAVOUR = flavour().name
 _N = itertools.count()
 
 
@@ -36,7 +40,7 @@ def topo(tmp_path):
     t = load(path)
     yield t
     for backend in ("qemu", "libvirt"):
-        slot = snapshots.slot_name(t.name, backend, "lab")
+        slot = snapshots.slot_name(t.name, backend, FLAVOUR)
         if (snapshots.store() / slot).exists():
             snapshots.remove([slot])
 
@@ -130,7 +134,7 @@ def test_first_up_saves_the_next_restores_the_same_guests(topo, labs,
     for vlan in (None, 100):
         _pings(a, topo, vlan)
     slot = a.state["snapshot"]["slot"]
-    assert slot == snapshots.slot_name(topo.name, backend, "lab")
+    assert slot == snapshots.slot_name(topo.name, backend, FLAVOUR)
     r = subprocess.run([sys.executable, str(ROOT / "bin" / "dcblab"),
                         "snapshots", "-j"], capture_output=True, text=True,
                        timeout=60)
@@ -195,7 +199,7 @@ def test_cold_neither_restores_nor_saves(topo, labs, backend):
     assert a.state["snapshot"] is None
     assert "init" in a.timings["h1"] and "restore" not in a.timings["h1"]
     assert not (snapshots.store() /
-                snapshots.slot_name(topo.name, backend, "lab")).exists()
+                snapshots.slot_name(topo.name, backend, FLAVOUR)).exists()
 
 
 def test_a_changed_topology_boots_cold_and_replaces_the_snapshot(
