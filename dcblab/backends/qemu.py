@@ -294,14 +294,18 @@ class QemuVm(Machine):
                               f" loading the saved state: "
                               f"{last[-1] if last else 'no message'}")
             try:
-                status = self._qmp("query-status", timeout=2.0)["status"]
+                reply = self._qmp("query-status", timeout=2.0)
             except (qmp.QmpError, OSError):
-                status = None      # its socket is not there yet
+                reply = None       # its socket is not there yet
+            # A reply without a status (CI saw one, once, as the KeyError
+            # of a restored up; not reproduced) counts as not loaded yet.
+            status = reply.get("status") if isinstance(reply, dict) \
+                else None
             if status not in (None, "inmigrate"):
                 return time.monotonic() - self.t_start
             if time.monotonic() > deadline:
                 raise VmError(f"{self.name}: loading the saved state took "
-                              f"over {timeout:.0f}s (status {status})")
+                              f"over {timeout:.0f}s (query-status: {reply!r})")
             time.sleep(0.02)
 
     def set_link(self, nic, up):
