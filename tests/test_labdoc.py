@@ -20,6 +20,7 @@ from dcblab.testing.labs_pytest import LABS_DIR, SYBIL
 
 DCBLAB = [sys.executable, str(ROOT / "bin" / "dcblab")]
 SAMPLE = ROOT / "tests" / "data" / "labs" / "sample.md"
+PREDICT = ROOT / "tests" / "data" / "labs" / "predict.md"
 LABS = sorted(LABS_DIR.glob("[0-9][0-9]-*.md"))
 
 
@@ -58,6 +59,44 @@ def test_parse_steps_exit_status_continuation_and_lines():
 ], ids=["unclosed", "output-first", "continuation", "bad-re",
         "bad-re-after-continuation"])
 def test_format_mistakes_name_file_and_line(text, error):
+    with pytest.raises(LabDocError, match=re.escape(error)):
+        parse(text, "t.md")
+
+
+def test_a_prediction_belongs_to_the_block_after_it():
+    blocks = parse(PREDICT.read_text(), PREDICT)
+    p = [b.predict for b in blocks]
+    assert [(q.line, q.answer) for q in p] == [(6, "b"), (15, "b")]
+    assert p[0].question == "Which index does net_prio's root cgroup have?"
+    assert p[0].choices == (("a", "0"), ("b", "1"), ("c", "2"))
+    assert p[1].question == ("Does a map entry for a device h1 does not "
+                             "have succeed?")     # over two lines
+    assert p[1].why == "write_priomap() looks the name up and returns ENODEV"
+    assert labdoc.predictions(blocks) == p
+
+
+_Q = "**Predict:** Q?\n(a) x (b) y\n"
+_BLOCK = "```console\nh1# true\n```\n"
+
+
+@pytest.mark.parametrize("text, error", [
+    (_Q + _BLOCK, "t.md:1: **Predict:** with no `<!-- answer"),
+    (_Q + "<!-- answer: c: no -->\n" + _BLOCK,
+     "t.md:3: the answer (c) is not one of the choices (a, b)"),
+    (_Q + "<!-- answer b -->\n" + _BLOCK, "t.md:3: the answer line is"),
+    ("**Predict:** Q?\n(a) x (c) y\n<!-- answer: a: w -->\n" + _BLOCK,
+     "t.md:1: a **Predict:** question has choices (a), (b), ... in order"),
+    ("**Predict:** Q?\n(a) x\n<!-- answer: a: w -->\n" + _BLOCK,
+     "two at least"),
+    (_Q + "<!-- answer: a: w -->\n" + _Q + "<!-- answer: a: w -->\n" +
+     _BLOCK, "t.md:4: a second **Predict:** before the same console block"),
+    ("<!-- answer: a: w -->\n" + _BLOCK, "t.md:1: an answer with no "
+                                         "**Predict:** question before it"),
+    (_BLOCK + "\n" + _Q + "<!-- answer: a: w -->\n",
+     "t.md:5: a **Predict:** question with no console block after it"),
+], ids=["no-answer", "answer-not-a-choice", "answer-format", "order",
+        "one-choice", "two-questions", "answer-alone", "question-last"])
+def test_prediction_mistakes_name_file_and_line(text, error):
     with pytest.raises(LabDocError, match=re.escape(error)):
         parse(text, "t.md")
 
@@ -115,6 +154,11 @@ def test_diff_marks_only_real_differences():
 
 # --- the course ---------------------------------------------------------------
 
+# The suite runs each lab on a session lab of its topology.
+SESSION_HOSTS = {"two-hosts": {"h1", "h2"},
+                 "dcb-fabric": {"h1", "h2", "h3", "sw"}}
+
+
 def test_every_lab_parses_states_a_verdict_and_uses_the_session_lab():
     assert LABS, "no lab in docs/labs"
     for lab in LABS:
@@ -125,10 +169,72 @@ def test_every_lab_parses_states_a_verdict_and_uses_the_session_lab():
             f"{lab.name}: no **Verdict**: **true|false|changed since**"
         assert "Linux 6.1" in text, f"{lab.name}: verdict without the " \
                                     "kernel version"
+        topology = labdoc.topology_of(text)
+        assert topology in SESSION_HOSTS, f"{lab.name}: {topology}"
         hosts = {s.host for b in blocks for s in b.steps}
-        assert hosts <= {"h1", "h2", "host"}, f"{lab.name}: {hosts}"
-        # The suite runs every lab on its session lab, a two-hosts one.
-        assert labdoc.topology_of(text) == "two-hosts", lab.name
+        assert hosts <= SESSION_HOSTS[topology] | {"host"}, \
+            f"{lab.name}: {hosts}"
+
+
+def test_every_lab_asks_before_it_shows_and_gives_the_verdict_after():
+    for lab in LABS:
+        text = lab.read_text()
+        blocks = parse(text, lab)
+        asked = labdoc.predictions(blocks)
+        assert asked, f"{lab.name}: no **Predict:** question"
+        # The verdict would give the answers away: it comes after the
+        # last experiment, with What it means.
+        at = text.index("**Verdict")
+        assert text[:at].count("\n") + 1 > asked[-1].line, lab.name
+        assert "## What it means" in text[at:], lab.name
+
+
+def test_readme_gives_each_labs_answers_for_the_teacher():
+    readme = (LABS_DIR / "README.md").read_text()
+    rows = dict(re.findall(r"^- \[([\w.-]+)\]\([\w.-]+\): (.*)$", readme,
+                           re.M))
+    assert sorted(rows) == [lab.name for lab in LABS]
+    # The teacher's table: | N | run | steps | questions | ...
+    table = {int(n): (int(steps), int(qs)) for n, steps, qs in re.findall(
+        r"^\| (\d+) \| [\d.]+ s \| (\d+) \| (\d+) \|", readme, re.M)}
+    for lab in LABS:
+        blocks = parse(lab.read_text(), lab)
+        asked = labdoc.predictions(blocks)
+        assert rows[lab.name] == ", ".join(
+            f"{i}. ({q.answer})" for i, q in enumerate(asked, 1)), lab.name
+        assert table[int(lab.name[:2])] == (
+            sum(len(b.steps) for b in blocks), len(asked)), lab.name
+
+
+def test_teacher_prints_the_answers_without_a_lab():
+    r = _dcblab(["lab", "--teacher", str(PREDICT)])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"{PREDICT}: verdict not stated; 2 "
+                               "questions\n")
+    assert "line 6: Which index does net_prio's root cgroup have?\n" \
+           "   (a) 0\n → (b) 1\n   (c) 2\n   why: the root's css id " \
+           "is 1\n" in r.stdout
+    j = json.loads(_dcblab(["lab", "--teacher", "-j", str(PREDICT)]).stdout)
+    assert [(q["line"], q["answer"]) for q in j["questions"]] == \
+        [(6, "b"), (15, "b")]
+    assert j["questions"][1]["choices"] == {"a": "yes", "b": "no"}
+    for lab in LABS:      # every lab's answers, for the README's table
+        r = _dcblab(["lab", "--teacher", str(lab)])
+        assert r.returncode == 0 and r.stdout.count("\n → (") == \
+            len(labdoc.predictions(parse(lab.read_text(), lab))), lab.name
+
+
+def test_predict_letters_are_checked_before_a_lab_is_needed():
+    r = _dcblab(["lab", "--name", "no-such-lab", "--predict", "b",
+                 str(PREDICT)])
+    assert r.returncode == 2 and r.stderr == (
+        f"dcblab: lab: {PREDICT} asks 2 questions, and --predict gives 1 "
+        "letter\n")
+    r = _dcblab(["lab", "--name", "no-such-lab", "--predict", "bz",
+                 str(PREDICT)])
+    assert r.returncode == 2 and r.stderr == (
+        "dcblab: lab: --predict: question 2 (line 15) has choices a, b, "
+        "not z\n")
 
 
 def test_readme_lists_every_lab_with_its_verdict():
@@ -246,3 +352,77 @@ def test_cli_refuses_a_lab_of_another_topology_before_running_it(lab,
         "two-hosts" in r.stderr
     assert lab.h1.run(["ls", "/tmp"]).stdout.split().count(
         "fabric-lab-ran") == 0
+
+
+def test_cli_asks_each_question_and_scores_it_after_the_run(lab):
+    # Block 1: a prediction (an invalid letter first), then Enter to run;
+    # block 2: no prediction (Enter), then Enter to run.
+    r = _dcblab(["lab", "--name", lab.name, str(PREDICT)],
+                stdin="z\nb\n\n\n\n")
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    assert "<!-- answer" not in out          # not shown before the run
+    assert "(z) is not one of a/b/c" in out
+    assert "The run shows (b) 1: the root's css id is 1 (you predicted " \
+           "(b): right)" in out
+    assert "The run shows (b) no: write_priomap() looks the name up and " \
+           "returns ENODEV (no prediction)" in out
+    assert "Your predictions: 1 of 1 as the run showed (1 questions not " \
+           "answered)" in out
+    assert out.index("your prediction") < out.index("h1# cat")
+
+
+def test_cli_json_reports_predictions_against_the_run(lab, tmp_path):
+    j = json.loads(_dcblab(["lab", "--name", lab.name, "-j", "--predict",
+                            "ab", str(PREDICT)]).stdout)
+    assert [(p["prediction"], p["answer"], p["shown"], p["right"])
+            for p in j["predictions"]] == [("a", "b", True, False),
+                                           ("b", "b", True, True)]
+    # A block that does not print what the lab says confirms no answer.
+    wrong = tmp_path / "predict-wrong.md"
+    wrong.write_text(PREDICT.read_text().replace("\n1\n```", "\n0\n```"))
+    r = _dcblab(["lab", "--name", lab.name, "--no-pause", "--predict", "b-",
+                 str(wrong)])
+    assert r.returncode == 1
+    assert "The run did not show what the lab says, so its answer (b) 1 " \
+           "is not confirmed here." in r.stdout
+    assert "Your predictions: 0 of 1" in r.stdout
+
+
+# --- the session lab a lab runs on ------------------------------------------
+
+def test_a_lab_runs_on_the_session_lab_of_the_topology_it_names(pytester,
+                                                               monkeypatch):
+    """A lab's blocks use the session lab of its topology: a dcb-fabric
+    lab's the fabric's (never the two-hosts lab), and they run with the
+    fabric's tests, after all the others; a topology the suite has no
+    session lab of is a one-line error."""
+    from dcblab.testing.labs_pytest import session_lab
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    pytester.makeconftest(
+        "def pytest_collection_finish(session):\n"
+        "    for item in session.items:\n"
+        "        names = item._fixtureinfo.names_closure\n"
+        "        print('USES', item.path.name, 'fabric' in names,\n"
+        "              'lab' in names)\n")
+    pytester.makepyfile(test_f="def test_f(fabric): pass\n")
+    r = pytester.runpytest_subprocess(
+        "-p", "dcblab.testing.plugin", "-p", "dcblab.testing.labs_pytest",
+        "-p", "no:cacheprovider", "--collect-only", "-q", "-s", "test_f.py",
+        *map(str, LABS))
+    assert r.ret == 0, r.stdout.str()
+    uses = [line.split()[1:] for line in r.outlines
+            if line.startswith("USES ")]
+    fabric = {lab.name for lab in LABS
+              if labdoc.topology_of(lab.read_text()) == "dcb-fabric"}
+    want = [[lab.name, "False", "True"] for lab in LABS
+            if lab.name not in fabric for _ in parse(lab.read_text(), lab)]
+    want += [["test_f.py", "True", "False"]]
+    want += [[lab.name, "True", "False"] for lab in LABS
+             if lab.name in fabric for _ in parse(lab.read_text(), lab)]
+    assert uses == want
+    assert session_lab("x.md", "# Lab\n") == "lab"
+    with pytest.raises(LabDocError, match=re.escape(
+            "x.md: written for topology nope, which the suite has no "
+            "session lab of (it has two-hosts, dcb-fabric)")):
+        session_lab("x.md", "# Lab\n<!-- topology: nope -->\n")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..core.errors import UsageError
 from ..testing.labdoc import (LabRun, guest_runner, host_runner, parse_file,
-                              topology_mismatch)
+                              predictions, topology_mismatch, verdict)
 from .common import lab_name, named, note
 
 __all__ = ["add_parsers"]
@@ -27,7 +27,17 @@ def add_parsers(sub):
                    help="do not wait for Enter before each command")
     p.add_argument("-j", "--json", action="store_true",
                    help="no pauses, no text: one JSON object with every "
-                        "step's command, output and verdict")
+                        "step's command, output and verdict, and each "
+                        "prediction against what the run showed")
+    p.add_argument("--predict", metavar="LETTERS",
+                   help="the student's answers to the lab's **Predict:** "
+                        "questions, one letter each in order (- for none), "
+                        "e.g. bca; without it, each question is asked "
+                        "before its commands run (not with --no-pause or "
+                        "-j)")
+    p.add_argument("--teacher", action="store_true",
+                   help="print the lab's questions with their answers and "
+                        "why (no lab needed; -j: JSON)")
     p.set_defaults(func=cmd_lab)
 
 
@@ -46,7 +56,10 @@ class _Screen:
         print(text, file=self.out, flush=True)
 
     def prose(self, text):
+        # An answer is a comment: shown after the run, not before.
         for ln in text.split("\n"):
+            if ln.startswith("<!-- answer"):
+                continue
             self.line(self._c("1", ln) if ln.startswith("#") else ln)
 
     def command(self, prompt, command):
@@ -70,7 +83,6 @@ class _Screen:
 
 
 def cmd_lab(args):
-    from ..lab import Lab, reset_baseline   # not at import: -h stays quick
     path = Path(args.file)
     if not path.is_file():
         raise UsageError(f"lab: {args.file}: no such file (the labs are "
@@ -79,6 +91,10 @@ def cmd_lab(args):
     if not blocks:
         raise UsageError(f"lab: {args.file}: no console block with a "
                          "command (HOST# or host$) in it")
+    if args.teacher:
+        return _teacher(path, blocks, args.json)
+    given = _given(path, blocks, args.predict)
+    from ..lab import Lab, reset_baseline   # not at import: -h stays quick
     name = lab_name(args)
     lab = Lab.attach(name)
     # Before anything runs: a lab of another topology may have the same
@@ -107,12 +123,18 @@ def cmd_lab(args):
                               lab.machine(host).agent.exec(
                                   argv, timeout=timeout)),
                  host_runner(name))
-    results, differ = [], []
+    results, differ, guesses = [], [], []
+    ask = pause and given is None
     for block in blocks:
         if not quiet:
             screen.line()
             screen.prose(block.prose)
             screen.line()
+        guess = None
+        if block.predict:
+            guess = given[len(guesses)] if given else \
+                _ask(screen, block.predict) if ask else None
+        block_ok = True
         for step in block.steps:
             command = run.command(block, step)
             if not quiet:
@@ -120,6 +142,7 @@ def cmd_lab(args):
             if pause:
                 pause = _wait(screen)
             outcome = run.run(block, step, command)
+            block_ok = block_ok and outcome.ok
             results.append(_as_json(block, step, command, outcome))
             if quiet:
                 continue
@@ -136,6 +159,10 @@ def cmd_lab(args):
                 screen.bad(f"  ✗ not what the lab says "
                            f"({run.where(block.path, step.line)}):")
                 screen.diff(outcome.diff)
+        if block.predict:
+            guesses.append(_judged(block.predict, guess, block_ok))
+            if not quiet:
+                _show_answer(screen, guesses[-1])
     ok = all(r["ok"] for r in results)
     tail = "\n".join(path.read_text().split("\n")[blocks[-1].end:]).strip()
     if tail and not quiet:
@@ -143,7 +170,8 @@ def cmd_lab(args):
         screen.prose(tail)
     if quiet:
         print(json.dumps({"file": str(path), "lab": name, "ok": ok,
-                          "steps": results}, indent=1))
+                          "steps": results, "predictions": guesses},
+                         indent=1))
         return 0 if ok else 1
     screen.line()
     summary = f"{path}: {len(results)} steps, " + (
@@ -151,6 +179,13 @@ def cmd_lab(args):
         f"{len(differ)} not as the lab says (lines "
         f"{', '.join(map(str, differ))})")
     (screen.good if ok else screen.bad)(summary)
+    made = [g for g in guesses if g["prediction"]]
+    if made:
+        right = sum(g["right"] for g in made)
+        screen.line(f"Your predictions: {right} of {len(made)} as the run "
+                    "showed" + ("" if len(made) == len(guesses) else
+                                f" ({len(guesses) - len(made)} questions "
+                                "not answered)"))
     screen.line(f"The guests keep what the lab left (a lab's clean-up may "
                 f"have undone some of it); `dcblab reset --name {name} "
                 f"{' '.join(used)}` puts them back at the baseline.")
@@ -170,6 +205,92 @@ def _wait(screen):
     if line.strip().lower() in ("q", "quit"):
         raise KeyboardInterrupt
     return True
+
+
+def _teacher(path, blocks, as_json):
+    """The lab's questions and answers, for the one teaching it."""
+    asked = predictions(blocks)
+    stated = verdict(path.read_text())
+    if as_json:
+        print(json.dumps({"file": str(path), "verdict": stated,
+                          "questions": [
+                              {"line": p.line, "question": p.question,
+                               "choices": dict(p.choices),
+                               "answer": p.answer, "why": p.why}
+                              for p in asked]}, indent=1))
+        return 0
+    print(f"{path}: verdict {stated or 'not stated'}; {len(asked)} "
+          f"question{'' if len(asked) == 1 else 's'}")
+    for p in asked:
+        print(f"\nline {p.line}: {p.question}")
+        for letter, text in p.choices:
+            print(f" {'→' if letter == p.answer else ' '} ({letter}) {text}")
+        print(f"   why: {p.why}")
+    return 0
+
+
+def _given(path, blocks, letters):
+    """--predict LETTERS as a list (None for '-'), checked against the
+    lab's questions; None without --predict."""
+    if letters is None:
+        return None
+    asked = predictions(blocks)
+    if len(letters) != len(asked):
+        raise UsageError(f"lab: {path} asks {len(asked)} question"
+                         f"{'' if len(asked) == 1 else 's'}, and --predict "
+                         f"gives {len(letters)} letter"
+                         f"{'' if len(letters) == 1 else 's'}")
+    out = []
+    for n, (letter, p) in enumerate(zip(letters, asked), 1):
+        if letter != "-" and not p.choice(letter):
+            raise UsageError(f"lab: --predict: question {n} (line "
+                             f"{p.line}) has choices "
+                             f"{', '.join(c for c, _ in p.choices)}, not "
+                             f"{letter}")
+        out.append(None if letter == "-" else letter)
+    return out
+
+
+def _ask(screen, p):
+    """Ask a Prediction (the prose above has shown it) on the terminal;
+    the letter, or None (Enter, or stdin ended)."""
+    letters = "/".join(c for c, _ in p.choices)
+    while True:
+        sys.stdout.write(f"  your prediction [{letters}, Enter: none] ")
+        sys.stdout.flush()
+        line = sys.stdin.readline()
+        if not line:
+            screen.line("")
+            return None
+        answer = line.strip().lower()
+        if not answer:
+            return None
+        if p.choice(answer):
+            return answer
+        screen.line(f"  ({answer}) is not one of {letters}")
+
+
+def _judged(p, guess, shown):
+    """A prediction against the run: SHOWN is whether the block printed
+    what the lab says, which is what makes its answer true."""
+    return {"line": p.line, "question": p.question,
+            "choices": dict(p.choices), "prediction": guess,
+            "answer": p.answer, "why": p.why, "shown": shown,
+            "right": bool(shown and guess == p.answer)}
+
+
+def _show_answer(screen, g):
+    answer = f"({g['answer']}) {g['choices'][g['answer']]}"
+    if not g["shown"]:
+        screen.bad(f"  The run did not show what the lab says, so its "
+                   f"answer {answer} is not confirmed here.")
+        return
+    mine = g["prediction"]
+    said = (f"you predicted ({mine}): " +
+            ("right" if g["right"] else "not what happened")) if mine \
+        else "no prediction"
+    (screen.good if g["right"] else screen.line)(
+        f"  The run shows {answer}: {g['why']} ({said})")
 
 
 def _as_json(block, step, command, outcome):

@@ -26,7 +26,8 @@ from ..core.errors import UsageError
 __all__ = ["Step", "Block", "LabDocError", "parse", "parse_file", "check",
            "Outcome", "guest_runner", "host_runner", "substitute",
            "STEP_TIMEOUT", "verdict", "LabRun", "failure_text",
-           "topology_of", "topology_mismatch", "DEFAULT_TOPOLOGY"]
+           "topology_of", "topology_mismatch", "DEFAULT_TOPOLOGY",
+           "Prediction", "predictions"]
 
 STEP_TIMEOUT = 60.0
 
@@ -68,6 +69,30 @@ class Block:
     steps: tuple
     prose: str = ""         # the markdown between the former block and this
     end: int = 0            # the line of the closing fence
+    predict: object = None  # the Prediction asked before it, if any
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A question the student answers before a block runs: in the prose
+    before the block,
+
+        **Predict:** QUESTION
+        (a) CHOICE (b) CHOICE ...
+        <!-- answer: LETTER: WHY -->
+
+    The answer is a comment, so a student reading the rendered page does
+    not see it; `dcblab lab` shows it after the block has run, and the
+    block's own expected output is what makes it true (the suite checks
+    that)."""
+    question: str
+    choices: tuple          # ((letter, text), ...)
+    answer: str             # the right letter
+    why: str
+    line: int               # the **Predict:** line in the file
+
+    def choice(self, letter):
+        return dict(self.choices).get(letter)
 
 
 @dataclass
@@ -137,10 +162,73 @@ def parse(text, path):
         if steps:
             blocks.append(Block(Path(path), start + 1, tuple(steps),
                                 "\n".join(lines[prose_from:start]).strip(),
-                                i + 1))
+                                i + 1,
+                                _prediction(path, lines, prose_from, start)))
             prose_from = i + 1
         i += 1
+    stray = _PREDICT.search("\n".join(lines[prose_from:]))
+    if stray:
+        n = prose_from + "\n".join(lines[prose_from:])[:stray.start()]\
+            .count("\n") + 1
+        raise LabDocError(f"{path}:{n}: a **Predict:** question with no "
+                          "console block after it")
     return blocks
+
+
+_PREDICT = re.compile(r"^\*\*Predict:\*\*", re.M)
+_ANSWER = re.compile(r"^<!-- answer: ([a-z])(?::|\s+—)\s+(.+?) -->$")
+_CHOICE = re.compile(r"\(([a-z])\)\s+")
+
+
+def predictions(blocks):
+    """The Predictions of a lab's blocks, in order."""
+    return [b.predict for b in blocks if b.predict]
+
+
+def _prediction(path, lines, first, fence):
+    """The Prediction in lines[first:fence] (the prose before the block
+    whose fence is at index FENCE), or None. One per block; the question,
+    then its choices (a), (b), ..., then the answer comment."""
+    at = [k for k in range(first, fence) if _PREDICT.match(lines[k])]
+    answers = [k for k in range(first, fence)
+               if lines[k].startswith("<!-- answer")]
+    if not at:
+        if answers:
+            raise LabDocError(f"{path}:{answers[0] + 1}: an answer with no "
+                              "**Predict:** question before it")
+        return None
+    k = at[0]
+    if len(at) > 1:
+        raise LabDocError(f"{path}:{at[1] + 1}: a second **Predict:** "
+                          "before the same console block (one per block)")
+    after = [a for a in answers if a > k]
+    if not after:
+        raise LabDocError(f"{path}:{k + 1}: **Predict:** with no "
+                          "`<!-- answer: LETTER: WHY -->` line after it")
+    m = _ANSWER.match(lines[after[0]])
+    if not m:
+        raise LabDocError(f"{path}:{after[0] + 1}: the answer line is "
+                          "`<!-- answer: LETTER: WHY -->`")
+    text = " ".join(ln.strip() for ln in lines[k:after[0]])
+    text = text[len("**Predict:**"):].strip()
+    parts = _CHOICE.split(text)
+    question, rest = parts[0].strip(), parts[1:]
+    choices = tuple((rest[i], rest[i + 1].strip())
+                    for i in range(0, len(rest), 2))
+    letters = [c for c, _ in choices]
+    if len(choices) < 2 or letters != [chr(ord("a") + i)
+                                       for i in range(len(choices))]:
+        raise LabDocError(f"{path}:{k + 1}: a **Predict:** question has "
+                          "choices (a), (b), ... in order, two at least")
+    if not question or any(not t for _, t in choices):
+        raise LabDocError(f"{path}:{k + 1}: a **Predict:** question and "
+                          "each of its choices need text")
+    if m.group(1) not in letters:
+        raise LabDocError(f"{path}:{after[0] + 1}: the answer "
+                          f"({m.group(1)}) is not one of the choices "
+                          f"({', '.join(letters)})")
+    return Prediction(question, choices, m.group(1), m.group(2).strip(),
+                      k + 1)
 
 
 def _steps(path, body):
