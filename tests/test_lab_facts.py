@@ -1,0 +1,99 @@
+"""Each teaching lab can fail: one observed fact of it, the one its
+verdict stands on, edited to what a student might expect instead, and the
+lab run on the session's lab up to that fact must fail there, with a diff
+showing the edit against what the guests printed. A lab whose expected
+output matched anything (a ``\\d+`` where the lesson is a value, a count
+that accepts 0) would pass here and fail this test.
+
+The labs as written pass in the suite (docs/labs/ is collected with the
+tests); this file runs each one again up to its fact, from the baseline.
+"""
+
+from pathlib import Path
+
+import pytest
+from sybil.example import SybilFailure
+
+from dcblab.testing.labdoc import parse
+from dcblab.testing.labs_pytest import LABS_DIR, SYBIL
+
+# lab -> (an expected line as the lab writes it, which occurrence of it
+# (1-based), the line a wrong belief would expect)
+FACTS = {
+    "01-identity.md": ("4 cgroups, 4 distinct indexes", 1,
+                       "4 cgroups, 3 distinct indexes"),
+    "02-socket-identity.md": (
+        "     10 prioidx={{gold}} old_priority=0 new_priority=5 applied=1", 1,
+        "     10 prioidx={{silver}} old_priority=0 new_priority=2 "
+        "applied=1"),
+    "03-ifpriomap.md": ("dummy0 0", 2, "dummy0 4"),
+    "04-so-priority.md": (
+        "     2         10        0      0         0  pcp6=10 vid100=10 "
+        "prio6=10", 1,
+        "     2         10        0      0         0  pcp2=10 vid100=10 "
+        "prio6=10"),
+    "05-why-net-prio.md": ("10:3 Sent 440 bytes 10 pkt", 1,
+                           "10:3 Sent 0 bytes 0 pkt"),
+    "06-net-cls-nftables.md": (
+        "\t\tmeta cgroup 1048577 counter packets 3 bytes 252", 1,
+        "\t\tmeta cgroup 1048577 counter packets 6 bytes 504"),
+    "07-no-hierarchy.md": ("eth0.100 3", 2, "eth0.100 6"),
+    "08-priority-to-wire.md": ("     10 vlan 100, p 0", 1,
+                               "     10 vlan 100, p 5"),
+    "09-dcb-app.md": (
+        "     1         10        0      0         0  pcp0=10 vid100=10 "
+        "prio0=10", 1,
+        "     1         10        0      0         0  pcp5=10 vid100=10 "
+        "prio0=10"),
+    "10-hierarchy-membership.md": (
+        '\t\tsocket cgroupv2 level 2 "unified/team" counter packets 0 '
+        'bytes 0', 1,
+        '\t\tsocket cgroupv2 level 2 "unified/team" counter packets 3 '
+        'bytes 252'),
+    "11-bpf-sock-create.md": (
+        "     5         10        0      0         0  pcp5=10 vid100=10 "
+        "prio0=10", 1,
+        "     5         10        0      0         0  pcp2=10 vid100=10 "
+        "prio0=10"),
+}
+
+
+def _edited(name, tmp_path):
+    """The lab with its fact edited, and the step whose output holds it."""
+    line, nth, wrong = FACTS[name]
+    lines = (LABS_DIR / name).read_text().split("\n")
+    at = [i for i, ln in enumerate(lines) if ln == line]
+    assert len(at) >= nth, f"{name}: {line!r} is not in the lab " \
+                           f"{nth} time(s): the lab changed, update FACTS"
+    i = at[nth - 1]
+    lines[i] = wrong
+    path = tmp_path / name
+    path.write_text("\n".join(lines))
+    steps = [s for b in parse(path.read_text(), path) for s in b.steps]
+    step = max((s for s in steps if s.line <= i + 1), key=lambda s: s.line)
+    assert wrong in step.expected, f"{name}:{i + 1} is not an output line"
+    return path, step
+
+
+def test_every_lab_has_a_fact():
+    assert sorted(FACTS) == sorted(p.name for p in LABS_DIR.glob(
+        "[0-9][0-9]-*.md") if "topology: dcb-fabric" not in p.read_text())
+
+
+@pytest.mark.parametrize("name", sorted(FACTS))
+def test_a_changed_fact_fails_the_lab(name, lab, tmp_path):
+    path, step = _edited(name, tmp_path)
+    lab.restore()
+    doc = SYBIL.parse(Path(path))
+    doc.namespace["course"] = lab
+    try:
+        with pytest.raises(SybilFailure) as e:
+            for example in doc:
+                example.evaluate()
+    finally:
+        lab.restore()
+    text = str(e.value)
+    # It failed at the edited fact, not before it (the lab as written
+    # passes up to there), and the diff shows the edit.
+    assert f"{path}:{step.line}: {step.prompt}" in text, text[:600]
+    assert "\n-" + FACTS[name][2] + "\n" in text, text
