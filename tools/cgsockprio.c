@@ -6,6 +6,8 @@
  *
  *   cgsockprio [-j] CGROUP2_DIR PRIO     attach (or replace) the program
  *   cgsockprio -d [-j] CGROUP2_DIR       detach it
+ *   cgsockprio -e [-j] CGROUP2_DIR IFNAME PRIO
+ *   cgsockprio -d -e [-j] CGROUP2_DIR
  *
  * The program is the one the kernel's samples/bpf/test_cgrp2_sock.c builds
  * for its -p option, hand-assembled: store PRIO into the new socket's
@@ -20,6 +22,17 @@
  * The program stays attached after this tool exits; -d or rmdir of the
  * cgroup removes it.
  *
+ * With -e (--egress) the program is a cgroup/skb one attached as
+ * BPF_CGROUP_INET_EGRESS instead: for each IPv4/IPv6 packet a socket of
+ * the subtree sends, if the packet leaves by IFNAME (its ifindex, looked
+ * up in this tool's network namespace when it attaches), it stores PRIO
+ * into skb->priority; it returns 1 (pass) for every packet.  It runs in
+ * ip_finish_output()/ip6_finish_output(), before the device's
+ * __dev_queue_xmit(), so net_prio's map, which fills in only a priority
+ * still 0, no longer applies to those packets; unlike sock_create it
+ * decides per packet and per device, and it follows the socket's cgroup
+ * v2, which is fixed when the socket is made.
+ *
  * Exit 0 when done, 1 when the kernel said no (a failed load prints the
  * verifier's log after the error line), 2 on usage errors.
  */
@@ -28,6 +41,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/bpf.h>
+#include <net/if.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,22 +63,33 @@
 			     .dst_reg = DST, .src_reg = SRC, .off = OFF })
 #define BPF_EXIT_INSN()							\
 	((struct bpf_insn) { .code = BPF_JMP | BPF_EXIT })
+#define BPF_LDX_MEM(SIZE, DST, SRC, OFF)				\
+	((struct bpf_insn) { .code = BPF_LDX | BPF_SIZE(SIZE) | BPF_MEM,	\
+			     .dst_reg = DST, .src_reg = SRC, .off = OFF })
+#define BPF_JMP_IMM(OP, DST, IMM, OFF)					\
+	((struct bpf_insn) { .code = BPF_JMP | BPF_OP(OP) | BPF_K,	\
+			     .dst_reg = DST, .off = OFF, .imm = IMM })
 
 #define LOG_SIZE 65536
 
 struct opts {
 	bool detach;
+	bool egress;
 };
 
 static void usage(void)
 {
 	printf(
 "usage: cgsockprio [-j] CGROUP2_DIR PRIO\n"
-"       cgsockprio -d [-j] CGROUP2_DIR\n"
+"       cgsockprio -e [-j] CGROUP2_DIR IFNAME PRIO\n"
+"       cgsockprio -d [-e] [-j] CGROUP2_DIR\n"
 "Attach a BPF cgroup/sock_create program to a cgroup v2 directory that\n"
 "sets SO_PRIORITY of every new IPv4/IPv6 socket of the cgroup and its\n"
 "descendants to PRIO (a second attach replaces it).\n"
-"  -d, --detach            detach the cgroup's sock_create program\n"
+"  -e, --egress            a cgroup/skb egress program instead: packets of\n"
+"                          the subtree's sockets leaving by IFNAME get\n"
+"                          skb->priority PRIO\n"
+"  -d, --detach            detach the cgroup's program (with -e: egress)\n"
 "  -j, --json              print one JSON object\n"
 "  -h, --help              this text\n"
 "Exit 0 when done, 1 when the kernel said no, 2 usage.\n");
@@ -72,6 +97,7 @@ static void usage(void)
 
 static const struct option longopts[] = {
 	{ "detach", no_argument, NULL, 'd' },
+	{ "egress", no_argument, NULL, 'e' },
 	COMMON_OPTIONS,
 };
 
@@ -82,6 +108,8 @@ static int set_option(void *ctx, int c, const char *arg)
 	(void)arg;
 	if (c == 'd')
 		o->detach = true;
+	else if (c == 'e')
+		o->egress = true;
 	return 0;
 }
 
@@ -90,10 +118,13 @@ static long sys_bpf(int cmd, union bpf_attr *attr)
 	return syscall(__NR_bpf, cmd, attr, sizeof(*attr));
 }
 
-/* The program's fd, or -1 after printing why (and the verifier's log). */
-static int load(uint32_t prio)
+/*
+ * The program's fd, or -1 after printing why (and the verifier's log).
+ * IFINDEX 0: the sock_create program; else the egress one for IFINDEX.
+ */
+static int load(uint32_t prio, int ifindex)
 {
-	const struct bpf_insn insns[] = {
+	const struct bpf_insn sock_insns[] = {
 		/* r1 = ctx (struct bpf_sock *), r3 = prio */
 		BPF_MOV64_IMM(BPF_REG_3, (int32_t)prio),
 		/* ctx->priority = r3 (32 bits) */
@@ -103,15 +134,36 @@ static int load(uint32_t prio)
 		BPF_MOV64_IMM(BPF_REG_0, 1),
 		BPF_EXIT_INSN(),
 	};
+	const struct bpf_insn skb_insns[] = {
+		/* r1 = ctx (struct __sk_buff *); r2 = the output device */
+		BPF_LDX_MEM(BPF_W, BPF_REG_2, BPF_REG_1,
+			    offsetof(struct __sk_buff, ifindex)),
+		/* another device: skip the two stores below */
+		BPF_JMP_IMM(BPF_JNE, BPF_REG_2, ifindex, 2),
+		BPF_MOV64_IMM(BPF_REG_3, (int32_t)prio),
+		/* ctx->priority = r3: skb->priority */
+		BPF_STX_MEM(BPF_W, BPF_REG_1, BPF_REG_3,
+			    offsetof(struct __sk_buff, priority)),
+		/* return 1: let the packet go */
+		BPF_MOV64_IMM(BPF_REG_0, 1),
+		BPF_EXIT_INSN(),
+	};
 	static char log[LOG_SIZE];
 	union bpf_attr attr;
 	int fd, err;
 
 	memset(&attr, 0, sizeof(attr));
-	attr.prog_type = BPF_PROG_TYPE_CGROUP_SOCK;
-	attr.expected_attach_type = BPF_CGROUP_INET_SOCK_CREATE;
-	attr.insns = (uintptr_t)insns;
-	attr.insn_cnt = sizeof(insns) / sizeof(insns[0]);
+	if (ifindex) {
+		attr.prog_type = BPF_PROG_TYPE_CGROUP_SKB;
+		attr.expected_attach_type = BPF_CGROUP_INET_EGRESS;
+		attr.insns = (uintptr_t)skb_insns;
+		attr.insn_cnt = sizeof(skb_insns) / sizeof(skb_insns[0]);
+	} else {
+		attr.prog_type = BPF_PROG_TYPE_CGROUP_SOCK;
+		attr.expected_attach_type = BPF_CGROUP_INET_SOCK_CREATE;
+		attr.insns = (uintptr_t)sock_insns;
+		attr.insn_cnt = sizeof(sock_insns) / sizeof(sock_insns[0]);
+	}
 	attr.license = (uintptr_t)"GPL";
 	attr.log_buf = (uintptr_t)log;
 	attr.log_size = sizeof(log);
@@ -141,14 +193,16 @@ static uint32_t prog_id(int fd)
 	return sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &attr) ? 0 : info.id;
 }
 
-static int attach_error(const char *what, const char *dir, int err)
+static int attach_error(const char *what, const char *dir, int err,
+			bool egress)
 {
 	const char *why = "";
 
 	if (err == EBADF)
 		why = ": not a cgroup v2 directory";
 	else if (err == ENOENT)
-		why = ": no sock_create program attached";
+		why = egress ? ": no egress program attached" :
+			       ": no sock_create program attached";
 	else if (err == EPERM)
 		why = ": an ancestor's program does not allow"
 		      " another one below it";
@@ -160,30 +214,39 @@ int main(int argc, char **argv)
 {
 	struct opts o = { 0 };
 	struct cli cli = {
-		.shortopts = ":djh", .longopts = longopts,
+		.shortopts = ":dejh", .longopts = longopts,
 		.any_operands = true, .usage = usage, .set = set_option,
 		.ctx = &o,
 	};
 	union bpf_attr attr;
 	uint64_t prio = 0;
-	const char *dir;
-	int rc, cg, prog = -1;
+	const char *dir, *ifname = NULL;
+	int rc, cg, prog = -1, ifindex = 0, want;
 
 	progname = "cgsockprio";
 	rc = parse_options(argc, argv, &cli);
 	if (rc)
 		return rc;
-	if (o.detach && argc - optind != 1)
-		return usage_error("-d needs CGROUP2_DIR alone, got %d operand%s",
-				   argc - optind, argc - optind == 1 ? "" : "s");
-	if (!o.detach && argc - optind != 2)
-		return usage_error("need CGROUP2_DIR PRIO, got %d operand%s",
-				   argc - optind, argc - optind == 1 ? "" : "s");
+	want = o.detach ? 1 : o.egress ? 3 : 2;
+	if (argc - optind != want)
+		return usage_error("need %s, got %d operand%s",
+				   o.detach ? "CGROUP2_DIR alone after -d" :
+				   o.egress ? "CGROUP2_DIR IFNAME PRIO" :
+				   "CGROUP2_DIR PRIO", argc - optind,
+				   argc - optind == 1 ? "" : "s");
 	dir = argv[optind];
 	if (!o.detach) {
-		rc = parse_u64("PRIO", argv[optind + 1], 0, UINT32_MAX, &prio);
+		rc = parse_u64("PRIO", argv[optind + want - 1], 0, UINT32_MAX,
+			       &prio);
 		if (rc)
 			return rc;
+	}
+	if (o.egress && !o.detach) {
+		ifname = argv[optind + 1];
+		ifindex = (int)if_nametoindex(ifname);
+		if (!ifindex)
+			return usage_error("IFNAME %s: no such device here",
+					   ifname);
 	}
 
 	cg = open(dir, O_RDONLY | O_DIRECTORY);
@@ -192,25 +255,36 @@ int main(int argc, char **argv)
 				     strerror(errno));
 	memset(&attr, 0, sizeof(attr));
 	attr.target_fd = cg;
-	attr.attach_type = BPF_CGROUP_INET_SOCK_CREATE;
+	attr.attach_type = o.egress ? BPF_CGROUP_INET_EGRESS :
+				      BPF_CGROUP_INET_SOCK_CREATE;
 	if (o.detach) {
 		if (sys_bpf(BPF_PROG_DETACH, &attr))
-			return attach_error("BPF_PROG_DETACH from", dir, errno);
+			return attach_error("BPF_PROG_DETACH from", dir, errno,
+					    o.egress);
 	} else {
-		prog = load(prio);
+		prog = load(prio, ifindex);
 		if (prog < 0)
 			return EXIT_FAILURE;
 		attr.attach_bpf_fd = prog;
 		if (sys_bpf(BPF_PROG_ATTACH, &attr))
-			return attach_error("BPF_PROG_ATTACH to", dir, errno);
+			return attach_error("BPF_PROG_ATTACH to", dir, errno,
+					    o.egress);
 	}
 
 	new_json_obj(stdout, cli.json);
 	print_string(PRINT_ANY, "cgroup", "%s: ", dir);
 	print_string(PRINT_JSON, "action", NULL,
 		     o.detach ? "detached" : "attached");
+	print_string(PRINT_JSON, "program", NULL,
+		     o.egress ? "egress" : "sock_create");
 	if (o.detach) {
-		print_text("sock_create program detached\n");
+		print_text(o.egress ? "egress program detached\n" :
+			   "sock_create program detached\n");
+	} else if (o.egress) {
+		print_uint(PRINT_JSON, "prog_id", NULL, prog_id(prog));
+		print_string(PRINT_ANY, "dev", "egress program attached: "
+			     "packets leaving by %s ", ifname);
+		print_uint(PRINT_ANY, "priority", "get priority %llu\n", prio);
 	} else {
 		print_uint(PRINT_JSON, "prog_id", NULL, prog_id(prog));
 		print_uint(PRINT_ANY, "priority",
