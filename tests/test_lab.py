@@ -167,6 +167,18 @@ def test_restore_between_tests_removes_what_a_test_left(lab):
     assert "eth0.100" in h1.run(["ls", "/sys/class/net"]).stdout.split()
 
 
+def test_restore_detaches_programs_from_the_v2_root(lab):
+    # A program on the root, unlike one on a cgroup the restore removes,
+    # would outlive the test and give later ones priorities.
+    h1, root = lab.h1, "/sys/fs/cgroup/unified"
+    assert h1.run(["cgsockprio", root, "5"]).rc == 0
+    assert h1.run(["cgsockprio", "-e", root, "eth0.100", "5"]).rc == 0
+    lab.restore()
+    for args in (["-d", root], ["-d", "-e", root]):
+        r = h1.run(["cgsockprio", *args], check=False)
+        assert r.rc == 1 and "ENOENT" in r.stderr, (args, r.stderr)
+
+
 def test_restore_skips_a_guest_nobody_sent_a_command(lab):
     lab.restore()
     lab.h1.run(["true"])
