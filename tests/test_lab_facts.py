@@ -55,6 +55,7 @@ FACTS = {
         "prio0=10", 1,
         "     5         10        0      0         0  pcp2=10 vid100=10 "
         "prio0=10"),
+    "14-tx-queue.md": ("queue 5: 1000", 1, "queue 5: 0"),
     "13-cgroup-v2.md": (
         "     3         20        0      0         0  pcp0=20 vid100=20 "
         "prio0=20", 1,
