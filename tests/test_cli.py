@@ -164,3 +164,15 @@ def test_demo_mistakes_are_one_line_and_start_nothing(tmp_path, args, text):
     assert r.returncode == 2
     assert text in _one_line(r)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_reader_that_goes_is_no_traceback():
+    # `dcblab ... | head -1`: the pipe closes before dcblab has written.
+    p = subprocess.Popen(DCBLAB + ["lab", "--teacher",
+                                   "docs/labs/01-identity.md"],
+                         cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    p.stdout.close()
+    err = p.stderr.read()
+    assert p.wait(timeout=60) == 141
+    assert err == ""

@@ -2,6 +2,7 @@
 
 import argparse
 import importlib
+import os
 import signal
 import sys
 
@@ -66,6 +67,13 @@ def main(argv=None):
         # One line: a user's mistake or a lab's failure is never a traceback.
         print(f"dcblab: {e}", file=sys.stderr)
         return e.exit_code
+    except BrokenPipeError:
+        # `dcblab ... | head`: the reader has gone. Quiet, as cat is, and
+        # with stdout on /dev/null so that the flush at exit cannot raise
+        # again; 141 is a shell's status for a SIGPIPE death.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     except KeyboardInterrupt:
         # Interrupted: exit 130 whatever comes next. Another Ctrl-C while
         # the interpreter exits (a keeper that stopped within the 0.2 s
