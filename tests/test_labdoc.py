@@ -101,6 +101,42 @@ def test_prediction_mistakes_name_file_and_line(text, error):
         parse(text, "t.md")
 
 
+_PLANTED_Q = ("**Predict:** Which?\n(a) x (b) y\n<!-- answer: planted -->\n"
+              + _BLOCK)
+_CAUSE_A = "<!-- cause a: x\nh1# true\nfix:\nh1# true\n-->\n"
+_CAUSE_B = "<!-- cause b: y\nh1# true\nfix:\nh1# true\n-->\n"
+
+
+def test_a_troubleshooting_labs_causes_plant_and_fix():
+    text = ("<!-- plant -->\n" + _BLOCK + _CAUSE_A + _CAUSE_B + _PLANTED_Q)
+    found = labdoc.causes(text, "t.md")
+    assert [(c.letter, c.text, c.line) for c in found] == [
+        ("a", "x", 5), ("b", "y", 10)]
+    assert [s.line for s in found[0].plant] == [6]
+    assert [s.line for s in found[0].fix] == [8]
+    blocks = parse(text, "t.md")
+    assert blocks[0].plant and not blocks[1].plant
+    assert blocks[1].predict.planted and blocks[1].predict.answer is None
+    assert labdoc.causes("# no causes\n" + _BLOCK, "t.md") == []
+
+
+@pytest.mark.parametrize("text, error", [
+    ("<!-- plant -->\n" + _BLOCK + "<!-- cause a: x\nh1# true\n-->\n" +
+     _CAUSE_B + _PLANTED_Q, "t.md:5: a cause has one `fix:` line"),
+    ("<!-- plant -->\n" + _BLOCK + "<!-- cause a: x\nh1# true\nfix:\n",
+     "t.md:5: a cause's comment ends with a line `-->`"),
+    (_PLANTED_Q, "planted, but the lab has no `<!-- cause X: ...` comment"),
+    (_BLOCK + _CAUSE_A + _CAUSE_B + _PLANTED_Q, "one `<!-- plant -->`"),
+    ("<!-- plant -->\n" + _BLOCK + _CAUSE_A + _PLANTED_Q,
+     "the planted question's choices (a, b) are the causes' letters (a)"),
+    (_CAUSE_A + _CAUSE_B + _PLANTED_Q + "<!-- plant -->\n" + _BLOCK,
+     "the cause is planted before the question about it"),
+], ids=["no-fix", "unclosed", "no-causes", "no-plant", "letters", "late"])
+def test_troubleshooting_mistakes_are_named(text, error):
+    with pytest.raises(LabDocError, match=re.escape(error)):
+        labdoc.causes(text, "t.md")
+
+
 def test_blocks_without_commands_and_other_languages_are_not_run():
     text = "```text\nh1# rm -rf /\n```\n```console\n$ ls\n```\n"
     with pytest.raises(LabDocError):   # console output without a command
@@ -201,7 +237,8 @@ def test_readme_gives_each_labs_answers_for_the_teacher():
         blocks = parse(lab.read_text(), lab)
         asked = labdoc.predictions(blocks)
         assert rows[lab.name] == ", ".join(
-            f"{i}. ({q.answer})" for i, q in enumerate(asked, 1)), lab.name
+            f"{i}. ({'planted' if q.planted else q.answer})"
+            for i, q in enumerate(asked, 1)), lab.name
         assert table[int(lab.name[:2])] == (
             sum(len(b.steps) for b in blocks), len(asked)), lab.name
 
@@ -220,8 +257,9 @@ def test_teacher_prints_the_answers_without_a_lab():
     assert j["questions"][1]["choices"] == {"a": "yes", "b": "no"}
     for lab in LABS:      # every lab's answers, for the README's table
         r = _dcblab(["lab", "--teacher", str(lab)])
-        assert r.returncode == 0 and r.stdout.count("\n → (") == \
-            len(labdoc.predictions(parse(lab.read_text(), lab))), lab.name
+        assert r.returncode == 0 and r.stdout.count("\n → (") == len([
+            q for q in labdoc.predictions(parse(lab.read_text(), lab))
+            if not q.planted]), lab.name
 
 
 def test_predict_letters_are_checked_before_a_lab_is_needed():
@@ -415,10 +453,12 @@ def test_a_lab_runs_on_the_session_lab_of_the_topology_it_names(pytester,
             if line.startswith("USES ")]
     fabric = {lab.name for lab in LABS
               if labdoc.topology_of(lab.read_text()) == "dcb-fabric"}
-    want = [[lab.name, "False", "True"] for lab in LABS
+    # A troubleshooting lab has no items here (test_lab_troubleshoot.py).
+    run = [lab for lab in LABS if not labdoc.causes(lab.read_text(), lab)]
+    want = [[lab.name, "False", "True"] for lab in run
             if lab.name not in fabric for _ in parse(lab.read_text(), lab)]
     want += [["test_f.py", "True", "False"]]
-    want += [[lab.name, "True", "False"] for lab in LABS
+    want += [[lab.name, "True", "False"] for lab in run
              if lab.name in fabric for _ in parse(lab.read_text(), lab)]
     assert uses == want
     assert session_lab("x.md", "# Lab\n") == "lab"

@@ -37,8 +37,8 @@ struct opts {
 	const char *cgroup, *move_to;
 	uint64_t move_after;
 	bool move_after_set;
-	uint64_t so_priority, so_priority_to;
-	bool so_priority_set, so_priority_to_set;
+	uint64_t so_priority, so_priority_to, tos;
+	bool so_priority_set, so_priority_to_set, tos_set;
 	/* DEST, parsed: a MAC in raw mode, an IP address and port in udp */
 	uint8_t mac[6];
 	struct sockaddr_storage ip;
@@ -72,6 +72,8 @@ static void usage(void)
 "                          change (default count/2)\n"
 "  -P, --so-priority N     set SO_PRIORITY N on the socket\n"
 "      --so-priority-to N  set SO_PRIORITY N mid-stream, socket kept open\n"
+"      --tos N             set IP_TOS N (IPV6_TCLASS for IPv6), 0..255,\n"
+"                          before SO_PRIORITY if both are given\n"
 "  -E, --ethertype N       raw mode ethertype (default 0x%04x)\n"
 "  -j, --json              print one JSON object\n"
 "  -h, --help              this text\n"
@@ -86,8 +88,8 @@ static void usage(void)
 		DEFAULT_ETHERTYPE);
 }
 
-/* --move-after and --so-priority-to have no short form: 'A' and 'T' are
- * not in the short options.
+/* --move-after, --so-priority-to and --tos have no short form: 'A', 'T'
+ * and 'Q' are not in the short options.
  */
 static const struct option longopts[] = {
 	OPTION_ARG("mode", 'm'), OPTION_ARG("interface", 'I'),
@@ -96,6 +98,7 @@ static const struct option longopts[] = {
 	OPTION_ARG("flow", 'f'), OPTION_ARG("cgroup", 'g'),
 	OPTION_ARG("move-to", 'M'), OPTION_ARG("move-after", 'A'),
 	OPTION_ARG("so-priority", 'P'), OPTION_ARG("so-priority-to", 'T'),
+	OPTION_ARG("tos", 'Q'),
 	OPTION_ARG("ethertype", 'E'),
 	COMMON_OPTIONS,
 };
@@ -190,6 +193,9 @@ static int set_option(void *ctx, int c, const char *arg)
 		o->so_priority_to_set = true;
 		return parse_u64("--so-priority-to", arg, 0, UINT32_MAX,
 				 &o->so_priority_to);
+	case 'Q':
+		o->tos_set = true;
+		return parse_u64("--tos", arg, 0, 255, &o->tos);
 	case 'E':
 		return parse_u64("--ethertype", arg, 0x600, 0xffff,
 				 &o->ethertype);
@@ -208,6 +214,8 @@ static int check_args(struct opts *o, char **argv)
 				   "--so-priority-to");
 	if (o->raw && o->so_priority_to_set)
 		return usage_error("--so-priority-to is for udp mode");
+	if (o->raw && o->tos_set)
+		return usage_error("--tos is for udp mode");
 	if (!o->move_after_set)
 		o->move_after = o->count / 2;
 	if (!o->flow_set)
@@ -239,6 +247,21 @@ static int open_socket(const struct opts *o)
 	if (!o->raw && connect(fd, (const void *)&o->ip, o->ip_len) < 0) {
 		runtime_error("connect %s: %s", o->dest, strerror(errno));
 		goto err;
+	}
+	/* IP_TOS sets sk_priority too (rt_tos2priority()): before
+	 * SO_PRIORITY, so that an explicit --so-priority wins.
+	 */
+	if (o->tos_set) {
+		int tos = (int)o->tos;
+		bool v6 = o->ip.ss_family == AF_INET6;
+
+		if (setsockopt(fd, v6 ? IPPROTO_IPV6 : IPPROTO_IP,
+			       v6 ? IPV6_TCLASS : IP_TOS, &tos,
+			       sizeof(tos)) < 0) {
+			runtime_error("%s %d: %s", v6 ? "IPV6_TCLASS" : "IP_TOS",
+				      tos, strerror(errno));
+			goto err;
+		}
 	}
 	if (o->so_priority_set) {
 		int prio = (int)(uint32_t)o->so_priority;

@@ -4,12 +4,14 @@ checked against the lab's; a difference is a diff, never a traceback."""
 
 import json
 import os
+import random
 import sys
 from pathlib import Path
 
 from ..core.errors import UsageError
-from ..testing.labdoc import (LabRun, guest_runner, host_runner, parse_file,
-                              predictions, topology_mismatch, verdict)
+from ..testing.labdoc import (LabRun, causes, guest_runner, host_runner,
+                              parse_file, predictions, topology_mismatch,
+                              verdict)
 from .common import lab_name, named, note
 
 __all__ = ["add_parsers"]
@@ -38,6 +40,10 @@ def add_parsers(sub):
     p.add_argument("--teacher", action="store_true",
                    help="print the lab's questions with their answers and "
                         "why (no lab needed; -j: JSON)")
+    p.add_argument("--seed", type=int, metavar="N",
+                   help="a troubleshooting lab (one with causes): plant "
+                        "the cause seed N picks (default: a random seed, "
+                        "printed); with --teacher, say which it picks")
     p.set_defaults(func=cmd_lab)
 
 
@@ -56,9 +62,15 @@ class _Screen:
         print(text, file=self.out, flush=True)
 
     def prose(self, text):
-        # An answer is a comment: shown after the run, not before.
+        # HTML comments are not for the student: an answer (shown after
+        # the run), a troubleshooting lab's causes, the plant marker.
+        hidden = False
         for ln in text.split("\n"):
-            if ln.startswith("<!-- answer"):
+            if ln.startswith("<!--"):
+                hidden = not ln.rstrip().endswith("-->")
+                continue
+            if hidden:
+                hidden = ln.rstrip() != "-->"
                 continue
             self.line(self._c("1", ln) if ln.startswith("#") else ln)
 
@@ -91,8 +103,13 @@ def cmd_lab(args):
     if not blocks:
         raise UsageError(f"lab: {args.file}: no console block with a "
                          "command (HOST# or host$) in it")
+    found = causes(path.read_text(), path)
+    seed = args.seed if args.seed is not None else \
+        random.SystemRandom().randrange(1000000)
+    planted = random.Random(seed).choice(found) if found else None
     if args.teacher:
-        return _teacher(path, blocks, args.json)
+        return _teacher(path, blocks, args.json, found,
+                        planted if args.seed is not None else None, seed)
     given = _given(path, blocks, args.predict)
     from ..lab import Lab, reset_baseline   # not at import: -h stays quick
     name = lab_name(args)
@@ -117,6 +134,9 @@ def cmd_lab(args):
                        lab.topology.dcbx)
     log(f"lab {path} on lab {name}: {', '.join(used)} reset to the "
         "baseline")
+    if planted:
+        log(f"lab {path}: one of its {len(found)} causes will be planted "
+            f"(seed {seed}: `--seed {seed}` plants the same one again)")
 
     run = LabRun(lab.machines,
                  guest_runner(lambda host, argv, timeout:
@@ -125,7 +145,10 @@ def cmd_lab(args):
                  host_runner(name))
     results, differ, guesses = [], [], []
     ask = pause and given is None
+    steps = _Steps(screen, run, quiet, results, differ)
     for block in blocks:
+        if block.plant and planted:
+            _plant(run, block, planted)
         if not quiet:
             screen.line()
             screen.prose(block.prose)
@@ -135,32 +158,15 @@ def cmd_lab(args):
             guess = given[len(guesses)] if given else \
                 _ask(screen, block.predict) if ask else None
         block_ok = True
-        for step in block.steps:
-            command = run.command(block, step)
+        if block.predict and block.predict.planted:
             if not quiet:
-                screen.command(step.prompt, command)
-            if pause:
-                pause = _wait(screen)
-            outcome = run.run(block, step, command)
-            block_ok = block_ok and outcome.ok
-            results.append(_as_json(block, step, command, outcome))
-            if quiet:
-                continue
-            for ln in outcome.output:
-                screen.line(ln)
-            if outcome.rc not in (0, None):
-                screen.line(f"[{outcome.rc}]")
-            if outcome.ok:
-                screen.good("  ✓ as the lab says" + "".join(
-                    f"; {{{{{k}}}}} = {v}" for k, v in
-                    sorted(outcome.captured.items())))
-            else:
-                differ.append(step.line)
-                screen.bad(f"  ✗ not what the lab says "
-                           f"({run.where(block.path, step.line)}):")
-                screen.diff(outcome.diff)
+                screen.line(f"The planted cause: ({planted.letter}) "
+                            f"{planted.text}. Its fix:")
+            block_ok, pause = steps.run(block, planted.fix, pause)
+        ran_ok, pause = steps.run(block, block.steps, pause)
+        block_ok = block_ok and ran_ok
         if block.predict:
-            guesses.append(_judged(block.predict, guess, block_ok))
+            guesses.append(_judged(block.predict, guess, block_ok, planted))
             if not quiet:
                 _show_answer(screen, guesses[-1])
     ok = all(r["ok"] for r in results)
@@ -170,7 +176,9 @@ def cmd_lab(args):
         screen.prose(tail)
     if quiet:
         print(json.dumps({"file": str(path), "lab": name, "ok": ok,
-                          "steps": results, "predictions": guesses},
+                          "steps": results, "predictions": guesses,
+                          **({"planted": planted.letter, "seed": seed}
+                             if planted else {})},
                          indent=1))
         return 0 if ok else 1
     screen.line()
@@ -207,8 +215,57 @@ def _wait(screen):
     return True
 
 
-def _teacher(path, blocks, as_json):
-    """The lab's questions and answers, for the one teaching it."""
+class _Steps:
+    """Runs steps as `dcblab lab` shows them: command, output, verdict."""
+
+    def __init__(self, screen, run, quiet, results, differ):
+        self.screen, self.run_, self.quiet = screen, run, quiet
+        self.results, self.differ = results, differ
+
+    def run(self, block, steps, pause):
+        """(all ok, pause) after running STEPS of BLOCK."""
+        screen, run, ok = self.screen, self.run_, True
+        for step in steps:
+            command = run.command(block, step)
+            if not self.quiet:
+                screen.command(step.prompt, command)
+            if pause:
+                pause = _wait(screen)
+            outcome = run.run(block, step, command)
+            ok = ok and outcome.ok
+            self.results.append(_as_json(block, step, command, outcome))
+            if self.quiet:
+                continue
+            for ln in outcome.output:
+                screen.line(ln)
+            if outcome.rc not in (0, None):
+                screen.line(f"[{outcome.rc}]")
+            if outcome.ok:
+                screen.good("  ✓ as the lab says" + "".join(
+                    f"; {{{{{k}}}}} = {v}" for k, v in
+                    sorted(outcome.captured.items())))
+            else:
+                self.differ.append(step.line)
+                screen.bad(f"  ✗ not what the lab says "
+                           f"({run.where(block.path, step.line)}):")
+                screen.diff(outcome.diff)
+        return ok, pause
+
+
+def _plant(run, block, cause):
+    """Run a cause's plant steps, unseen; one that does not do what the
+    lab says is the lab's mistake, not the student's."""
+    for step in cause.plant:
+        outcome = run.run(block, step, run.command(block, step))
+        if not outcome.ok:
+            raise UsageError(f"lab: planting cause ({cause.letter}) failed "
+                             f"at {run.where(block.path, step.line)}: "
+                             f"{outcome.diff or outcome.output}")
+
+
+def _teacher(path, blocks, as_json, found, planted, seed):
+    """The lab's questions and answers, for the one teaching it; for a
+    troubleshooting lab its causes, and with --seed the one it plants."""
     asked = predictions(blocks)
     stated = verdict(path.read_text())
     if as_json:
@@ -216,16 +273,30 @@ def _teacher(path, blocks, as_json):
                           "questions": [
                               {"line": p.line, "question": p.question,
                                "choices": dict(p.choices),
-                               "answer": p.answer, "why": p.why}
-                              for p in asked]}, indent=1))
+                               "answer": "planted" if p.planted else
+                               p.answer, "why": p.why}
+                              for p in asked],
+                          **({"causes": {c.letter: c.text for c in found}}
+                             if found else {}),
+                          **({"seed": seed, "planted": planted.letter}
+                             if planted else {})}, indent=1))
         return 0
+    if planted:
+        print(f"seed {seed} plants ({planted.letter}): {planted.text}")
     print(f"{path}: verdict {stated or 'not stated'}; {len(asked)} "
           f"question{'' if len(asked) == 1 else 's'}")
     for p in asked:
         print(f"\nline {p.line}: {p.question}")
         for letter, text in p.choices:
-            print(f" {'→' if letter == p.answer else ' '} ({letter}) {text}")
-        print(f"   why: {p.why}")
+            mark = "?" if p.planted else "→" if letter == p.answer else " "
+            print(f" {mark} ({letter}) {text}")
+        print("   the answer is the planted cause (--seed N says which)"
+              if p.planted else f"   why: {p.why}")
+    for c in found:
+        print(f"\ncause ({c.letter}), line {c.line}: {c.text}")
+        for label, steps in (("plant", c.plant), ("fix", c.fix)):
+            for step in steps:
+                print(f"   {label}: {step.prompt}{step.command}")
     return 0
 
 
@@ -270,13 +341,16 @@ def _ask(screen, p):
         screen.line(f"  ({answer}) is not one of {letters}")
 
 
-def _judged(p, guess, shown):
+def _judged(p, guess, shown, planted=None):
     """A prediction against the run: SHOWN is whether the block printed
-    what the lab says, which is what makes its answer true."""
+    what the lab says, which is what makes its answer true. A planted
+    question's answer is the planted cause."""
+    answer, why = (planted.letter, planted.text) if p.planted else \
+        (p.answer, p.why)
     return {"line": p.line, "question": p.question,
             "choices": dict(p.choices), "prediction": guess,
-            "answer": p.answer, "why": p.why, "shown": shown,
-            "right": bool(shown and guess == p.answer)}
+            "answer": answer, "why": why, "shown": shown,
+            "right": bool(shown and guess == answer)}
 
 
 def _show_answer(screen, g):

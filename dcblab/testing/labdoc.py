@@ -27,7 +27,7 @@ __all__ = ["Step", "Block", "LabDocError", "parse", "parse_file", "check",
            "Outcome", "guest_runner", "host_runner", "substitute",
            "STEP_TIMEOUT", "verdict", "LabRun", "failure_text",
            "topology_of", "topology_mismatch", "DEFAULT_TOPOLOGY",
-           "Prediction", "predictions"]
+           "Prediction", "predictions", "Cause", "causes"]
 
 STEP_TIMEOUT = 60.0
 
@@ -70,6 +70,7 @@ class Block:
     prose: str = ""         # the markdown between the former block and this
     end: int = 0            # the line of the closing fence
     predict: object = None  # the Prediction asked before it, if any
+    plant: bool = False     # a troubleshooting lab's cause goes in first
 
 
 @dataclass(frozen=True)
@@ -87,12 +88,37 @@ class Prediction:
     that)."""
     question: str
     choices: tuple          # ((letter, text), ...)
-    answer: str             # the right letter
+    answer: str             # the right letter (None: the planted cause's)
     why: str
     line: int               # the **Predict:** line in the file
+    planted: bool = False   # `<!-- answer: planted -->`: see Cause
 
     def choice(self, letter):
         return dict(self.choices).get(letter)
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One of a troubleshooting lab's causes: a comment in the lab,
+
+        <!-- cause LETTER: WHAT IT IS
+        HOST# command that plants it
+        output
+        fix:
+        HOST# command that fixes it
+        output
+        -->
+
+    `dcblab lab` plants one cause, chosen by a seed, before the block
+    after `<!-- plant -->`; the lab's `**Predict:**` question whose
+    answer is `<!-- answer: planted -->` asks which (its choices are the
+    causes' letters), and the cause's fix runs right after it. The suite
+    runs the lab once per cause (tests/test_lab_troubleshoot.py)."""
+    letter: str
+    text: str
+    plant: tuple            # Steps
+    fix: tuple              # Steps
+    line: int
 
 
 @dataclass
@@ -163,7 +189,8 @@ def parse(text, path):
             blocks.append(Block(Path(path), start + 1, tuple(steps),
                                 "\n".join(lines[prose_from:start]).strip(),
                                 i + 1,
-                                _prediction(path, lines, prose_from, start)))
+                                _prediction(path, lines, prose_from, start),
+                                "<!-- plant -->" in lines[prose_from:start]))
             prose_from = i + 1
         i += 1
     stray = _PREDICT.search("\n".join(lines[prose_from:]))
@@ -177,6 +204,7 @@ def parse(text, path):
 
 _PREDICT = re.compile(r"^\*\*Predict:\*\*", re.M)
 _ANSWER = re.compile(r"^<!-- answer: ([a-z])(?::|\s+—)\s+(.+?) -->$")
+_PLANTED = "<!-- answer: planted -->"
 _CHOICE = re.compile(r"\(([a-z])\)\s+")
 
 
@@ -206,7 +234,8 @@ def _prediction(path, lines, first, fence):
         raise LabDocError(f"{path}:{k + 1}: **Predict:** with no "
                           "`<!-- answer: LETTER: WHY -->` line after it")
     m = _ANSWER.match(lines[after[0]])
-    if not m:
+    planted = lines[after[0]] == _PLANTED
+    if not m and not planted:
         raise LabDocError(f"{path}:{after[0] + 1}: the answer line is "
                           "`<!-- answer: LETTER: WHY -->`")
     text = " ".join(ln.strip() for ln in lines[k:after[0]])
@@ -223,12 +252,72 @@ def _prediction(path, lines, first, fence):
     if not question or any(not t for _, t in choices):
         raise LabDocError(f"{path}:{k + 1}: a **Predict:** question and "
                           "each of its choices need text")
+    if planted:
+        return Prediction(question, choices, None, "", k + 1, True)
     if m.group(1) not in letters:
         raise LabDocError(f"{path}:{after[0] + 1}: the answer "
                           f"({m.group(1)}) is not one of the choices "
                           f"({', '.join(letters)})")
     return Prediction(question, choices, m.group(1), m.group(2).strip(),
                       k + 1)
+
+
+_CAUSE = re.compile(r"^<!-- cause ([a-z]): (.+)$")
+
+
+def causes(text, path):
+    """A troubleshooting lab's Causes, in letter order ([] for a lab
+    without); checked against its blocks: one plant marker, one question
+    answered by the planted cause, whose choices are the causes."""
+    lines = text.split("\n")
+    found = []
+    for k, line in enumerate(lines):
+        m = _CAUSE.match(line)
+        if not m:
+            continue
+        end = next((j for j in range(k + 1, len(lines))
+                    if lines[j] == "-->"), None)
+        if end is None:
+            raise LabDocError(f"{path}:{k + 1}: a cause's comment ends "
+                              "with a line `-->`")
+        body = [(j + 1, lines[j]) for j in range(k + 1, end)]
+        cut = [i for i, (_, ln) in enumerate(body) if ln == "fix:"]
+        if len(cut) != 1:
+            raise LabDocError(f"{path}:{k + 1}: a cause has one `fix:` "
+                              "line between its plant and its fix")
+        plant = _steps(path, body[:cut[0]])
+        fix = _steps(path, body[cut[0] + 1:])
+        if not plant or not fix:
+            raise LabDocError(f"{path}:{k + 1}: a cause needs commands to "
+                              "plant it and to fix it")
+        found.append(Cause(m.group(1), m.group(2).strip(), tuple(plant),
+                           tuple(fix), k + 1))
+    blocks = parse(text, path)
+    asked = [p for p in predictions(blocks) if p.planted]
+    marked = [b for b in blocks if b.plant]
+    if not found:
+        if asked or marked:
+            raise LabDocError(f"{path}:{(asked or marked)[0].line}: "
+                              "planted, but the lab has no "
+                              "`<!-- cause X: ...` comment")
+        return []
+    letters = [c.letter for c in found]
+    if letters != sorted(letters) or len(set(letters)) != len(letters):
+        raise LabDocError(f"{path}:{found[0].line}: causes go in letter "
+                          "order, each letter once")
+    if len(asked) != 1 or len(marked) != 1:
+        raise LabDocError(f"{path}:{found[0].line}: a lab with causes has "
+                          "one `<!-- plant -->` and one question answered "
+                          "`<!-- answer: planted -->`")
+    if [c for c, _ in asked[0].choices] != letters:
+        raise LabDocError(f"{path}:{asked[0].line}: the planted question's "
+                          f"choices ({', '.join(c for c, _ in asked[0].choices)}) "
+                          f"are the causes' letters ({', '.join(letters)})")
+    if marked[0].line > next(b.line for b in blocks
+                             if b.predict is asked[0]):
+        raise LabDocError(f"{path}:{marked[0].line}: the cause is planted "
+                          "before the question about it")
+    return found
 
 
 def _steps(path, body):

@@ -1,31 +1,41 @@
 """The teaching labs (docs/labs/NN-*.md) as pytest items, through sybil:
-one item per console block, run in the session's lab. The steps of one
-file share its captures and its state; the baseline is restored before a
-file's first block and after its last (the fixture ``course``), not
-between its blocks. After a failed block, the file's later blocks are
-skipped (they stand on its state). The terminal summary has one line per
-lab file."""
+one item per console block, run in the session's lab of the topology the
+lab names (``<!-- topology: NAME -->``, two-hosts without one): the
+``lab`` fixture's or the ``fabric`` one's (dcblab.testing.plugin). The
+steps of one file share its captures and its state; the baseline is
+restored before a file's first block and after its last (the fixture
+``course``), not between its blocks. After a failed block, the file's
+later blocks are skipped (they stand on its state). The terminal summary
+has one line per lab file."""
 
 from pathlib import Path
 
+import py
 import pytest
 from sybil import Region, Sybil
 
 from ..core import paths
-from .labdoc import (LabRun, failure_text, guest_runner, host_runner,
-                     parse)
+from .labdoc import (DEFAULT_TOPOLOGY, LabDocError, LabRun, causes,
+                     failure_text, guest_runner, host_runner, parse,
+                     topology_of)
 
 __all__ = ["pytest_collect_file", "course", "LABS_DIR", "SYBIL",
-           "pytest_terminal_summary", "pytest_runtest_logreport"]
+           "SESSION_LABS", "session_lab", "pytest_terminal_summary",
+           "pytest_runtest_logreport"]
 
 LABS_DIR = paths.ROOT / "docs" / "labs"
 _results = {}   # lab file -> {"passed": n, "failed": n, "skipped": n, "s": t, "first": line}
 
 
 def _parser(document):
-    """sybil parser: a Region per console block that has commands."""
+    """sybil parser: a Region per console block that has commands. A
+    troubleshooting lab (one with causes) has none here: it runs once per
+    cause, planted and fixed, in tests/test_lab_troubleshoot.py, and
+    would fail as written without one."""
     path = Path(document.path)
     text = document.text
+    if causes(text, path):
+        return
     starts = [0]
     for line in text.split("\n"):
         starts.append(starts[-1] + len(line) + 1)
@@ -58,18 +68,50 @@ def _evaluate(example):
     return None
 
 
-SYBIL = Sybil(parsers=[_parser], path=str(LABS_DIR),
-               patterns=["[0-9][0-9]-*.md"], fixtures=["course"])
-pytest_collect_file = SYBIL.pytest()
+# The session fixture (dcblab.testing.plugin) of each topology a lab may
+# name. A lab's blocks request theirs by name, beside ``course``: the
+# fabric's then run with the fabric's tests, after all the others
+# (plugin.pytest_collection_modifyitems sorts by the fixtures an item
+# uses), and a fabric lab never boots the two-hosts lab.
+SESSION_LABS = {DEFAULT_TOPOLOGY: "lab", "dcb-fabric": "fabric"}
+
+
+def _sybil(fixture):
+    return Sybil(parsers=[_parser], path=str(LABS_DIR),
+                 patterns=["[0-9][0-9]-*.md"], fixtures=["course", fixture])
+
+
+_SYBILS = {fixture: _sybil(fixture) for fixture in SESSION_LABS.values()}
+_COLLECTORS = {fixture: s.pytest() for fixture, s in _SYBILS.items()}
+SYBIL = _SYBILS[SESSION_LABS[DEFAULT_TOPOLOGY]]  # parses any lab file
+
+
+def session_lab(path, text):
+    """The session fixture a lab file (its path and text) runs on."""
+    topology = topology_of(text)
+    if topology not in SESSION_LABS:
+        raise LabDocError(f"{path}: written for topology {topology}, which "
+                          "the suite has no session lab of (it has "
+                          f"{', '.join(SESSION_LABS)})")
+    return SESSION_LABS[topology]
+
+
+def pytest_collect_file(file_path, parent):
+    if not SYBIL.should_parse(file_path):
+        return None
+    collect = _COLLECTORS[session_lab(file_path, file_path.read_text())]
+    return collect(py.path.local(str(file_path)), parent)
 
 
 @pytest.fixture(scope="module")
-def course(lab):
-    """The session's lab for one lab file: at the baseline when its first
-    block runs, restored after its last."""
-    lab.restore()
-    yield lab
-    lab.restore()
+def course(request):
+    """The session's lab of the lab file's topology: at the baseline when
+    its first block runs, restored after its last."""
+    path = Path(request.path)
+    handle = request.getfixturevalue(session_lab(path, path.read_text()))
+    handle.restore()
+    yield handle
+    handle.restore()
 
 
 def pytest_runtest_logreport(report):
