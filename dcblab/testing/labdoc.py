@@ -309,10 +309,11 @@ def causes(text, path):
         raise LabDocError(f"{path}:{found[0].line}: a lab with causes has "
                           "one `<!-- plant -->` and one question answered "
                           "`<!-- answer: planted -->`")
-    if [c for c, _ in asked[0].choices] != letters:
+    offered = [c for c, _ in asked[0].choices]
+    if offered != letters:
         raise LabDocError(f"{path}:{asked[0].line}: the planted question's "
-                          f"choices ({', '.join(c for c, _ in asked[0].choices)}) "
-                          f"are the causes' letters ({', '.join(letters)})")
+                          f"choices ({', '.join(offered)}) are the causes' "
+                          f"letters ({', '.join(letters)})")
     if marked[0].line > next(b.line for b in blocks
                              if b.predict is asked[0]):
         raise LabDocError(f"{path}:{marked[0].line}: the cause is planted "
