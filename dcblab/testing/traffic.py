@@ -122,6 +122,12 @@ def traffic_classes(tx, rx, dst, vid, tx_dev="eth0", rx_dev="eth0"):
     pcp_filters(rx, rx_dev, vid)
     # While ARP is pending the kernel queues only unres_qlen_bytes of
     # frames and drops the rest (seen: 424 of a 1000-frame burst lost).
+    # Three tries: right after a 60 s cable cut the first ping was lost
+    # once in CI (test_wire_faults; the cause was not pinned down); the
+    # flow that follows still has to arrive whole.
+    for attempt in range(3):
+        if tx.run(["ping", "-c", "1", "-W", "2", dst], check=False).rc == 0:
+            return
     tx.run(["ping", "-c", "1", "-W", "2", dst])
 
 
