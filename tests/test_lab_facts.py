@@ -61,6 +61,9 @@ FACTS = {
         "     1       1400        0      0         0  pcp3=1400 vid100=1400 "
         "prio3=1400"),
     "14-tx-queue.md": ("queue 5: 1000", 1, "queue 5: 0"),
+    "16-roce-needs-pfc.md": (
+        "without PFC: less than a fifth of the rate with PFC", 1,
+        "without PFC: more than a fifth of the rate with PFC"),
     "13-cgroup-v2.md": (
         "     3         20        0      0         0  pcp0=20 vid100=20 "
         "prio0=20", 1,
