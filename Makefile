@@ -39,13 +39,14 @@ TOOLS := $(TOOLS_OUT)/priosend $(TOOLS_OUT)/priosink $(TOOLS_OUT)/cgwrite \
 IMAGE_INPUTS := $(wildcard guest-image/*) \
 	$(wildcard $(shell awk '!/^\#/ && NF {print $$1}' guest-image/contents 2>/dev/null))
 
-.PHONY: help deps kernel image tools-check checkpatch check-series test labs demo bench clean
+.PHONY: help deps kernel kernel-without image tools-check checkpatch check-series test labs demo bench clean
 
 help:
 	@echo "dcblab targets:"
 	@echo "  make deps        install the Debian packages the lab needs (only missing ones)"
 	@echo "  make kernel      extract linux-source-6.1, apply kernel-patches/, build bzImage"
 	@echo "                   (FLAVOUR=debug: the debug kernel, in its own object dir)"
+	@echo "  make kernel-without PATCH=NNNN   the lab kernel without one patch (build/variants/)"
 	@echo "  make image       build the guest tools and initramfs from Debian's binaries"
 	@echo "  make tools-check C unit tests of the guest tools (tools/)"
 	@echo "  make checkpatch  scripts/checkpatch.pl --strict on every patch of the series"
@@ -115,6 +116,14 @@ FORCE_ARG = $(if $(filter-out 0,$(FORCE)),--force)
 
 kernel: deps
 	$(PY) -m dcblab.build kernel $(FORCE_ARG)
+
+# The lab kernel of the series without one patch, PATCH=NNNN (its own
+# build directory, BUILD/variants/without-NNNN/): the kernel `make bench`
+# compares, and the one labs are shown on beside the lab kernel
+# (docs/labs/14-tx-queue.md). Prints its bzImage's path last.
+kernel-without: deps
+	@test -n "$(PATCH)" || { echo "make kernel-without: PATCH=NNNN names the patch to leave out" >&2; exit 2; }
+	$(PY) -m dcblab.build kernel-without --patch $(PATCH)
 
 image: deps $(IMAGE)
 

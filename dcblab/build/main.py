@@ -5,13 +5,14 @@ import sys
 import time
 
 from dcblab.core import paths
-from dcblab.core.errors import DcblabError
+from dcblab.core.errors import DcblabError, UsageError
 from dcblab.core.flavours import DEFAULT, FLAVOURS, flavour
 
 from . import iproute2, kernel
 from .checks import checkpatch
 from .common import Step, say
 from .series import apply_patches, check_series
+from .variants import kernel_without, patch_named
 
 __all__ = ["main"]
 
@@ -21,7 +22,12 @@ def main(argv=None):
                                  description=kernel.__doc__,
                                  formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("what", choices=["kernel", "patch", "checkpatch",
-                                     "check-series", "dcb"])
+                                     "check-series", "dcb", "kernel-without"])
+    ap.add_argument("--patch", metavar="NNNN",
+                    help="kernel-without: the patch the series leaves out "
+                         "(its number or file name); the lab flavour's "
+                         "kernel is built in BUILD/variants/without-NNNN/ "
+                         "and its bzImage's path printed")
     ap.add_argument("--flavour", metavar="NAME",
                     help=f"kernel flavour: {', '.join(FLAVOURS)} (default: "
                          f"$FLAVOUR, else {DEFAULT})")
@@ -37,6 +43,13 @@ def main(argv=None):
             return check_series(args.force)
         if args.what == "dcb":
             iproute2.build_dcb(args.force)
+            return 0
+        if args.what == "kernel-without":
+            if not args.patch:
+                raise UsageError("kernel-without needs --patch NNNN")
+            bz, took = kernel_without(patch_named(args.patch))
+            say(f"kernel without {args.patch} ready in {took:.1f}s")
+            print(bz)
             return 0
         t0 = time.monotonic()
         with Step("extract"):

@@ -6,7 +6,6 @@ import json
 import os
 import re
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -371,24 +370,12 @@ def _sender_rate(handle, result, vlan, frames):
     return got["sent"] / got["elapsed_s"]
 
 
-def _bzimage_version(path):
-    """The version string a bzImage carries (boot protocol's
-    kernel_version): release, builder and build number and time."""
-    with open(path, "rb") as f:
-        head = f.read(0x210)
-        (offset,) = struct.unpack_from("<H", head, 0x20E)
-        f.seek(offset + 0x200)
-        return f.read(256).split(b"\0", 1)[0].decode(errors="replace")
-
-
 def _check_booted(handle, kernel):
     """BenchError unless every guest runs that bzImage's build."""
-    release, _, build = _bzimage_version(kernel).partition(" ")
-    stamp = build.partition(" #")[2]
-    for name, g in handle.guests.items():
-        running = g.read("/proc/version")
-        if f"version {release} " not in running or f"#{stamp}" not in running:
-            raise BenchError(f"{name} runs {running.strip()!r}, not {kernel}")
+    wrong = handle.not_running(kernel)
+    if wrong:
+        name, running = next(iter(wrong.items()))
+        raise BenchError(f"{name} runs {running!r}, not {kernel}")
 
 
 def _rate_rows(topo, args, accel):

@@ -2,6 +2,7 @@
 
 import concurrent.futures
 
+from ..core.bzimage import runs_build
 from ..lab.baseline import restore
 from .guest import Guest
 
@@ -28,6 +29,13 @@ class LabHandle:
     def guest(self, name):
         self.lab.machine(name)  # one-line error for unknown/stopped hosts
         return self.guests[name]
+
+    def not_running(self, bzimage):
+        """{host: its /proc/version} of the guests that do not run the
+        build of bzimage (empty: all do)."""
+        found = {n: g.read("/proc/version").strip()
+                 for n, g in self.guests.items()}
+        return {n: v for n, v in found.items() if not runs_build(v, bzimage)}
 
     def restore(self):
         """Back to the baseline in every guest that anyone (this process,

@@ -54,7 +54,7 @@ from .guest import Guest
 from .handle import LabHandle
 from .kmemleak import MIN_AGE_S, Kmemleak
 
-__all__ = []
+__all__ = ["lab_on_kernel"]
 
 _machines = []
 _leaks = {}          # guest name -> Kmemleak, on flavours that have it
@@ -116,11 +116,16 @@ class _StartFailure:
     folder: Path = None      # the artefact folder, once written
 
 
-def _lab_up(topology, name, fixture, prefix=""):
+def _lab_up(topology, name, fixture, prefix="", kernel=None,
+            flavour_name=None):
     """A lab up for the session's tests: console watched, kmemleak (debug
     flavour) scanned after boot and after each test; down at the end
     unless kept (--keep-lab-on-failure). If it fails to start, its logs
-    are kept for the failed set-up's report (_start_failed)."""
+    are kept for the failed set-up's report (_start_failed). With kernel
+    (a bzImage), its guests boot that kernel instead of the flavour's:
+    cold, since the topology's snapshot slot holds the flavour's kernel,
+    and each guest is checked to run that build; flavour_name (default:
+    the session's) is the flavour that kernel was built as."""
     try:
         paths.check_images()
     except paths.MissingImages as e:
@@ -128,15 +133,20 @@ def _lab_up(topology, name, fixture, prefix=""):
     # Leftovers of runs whose owner died (a killed pytest): by run id only.
     reap(say=lambda msg: None)
     _start_failed.pop(fixture, None)
-    the_lab = Lab(load(topology), name=name, backend=backend_name())
+    the_lab = Lab(load(topology), name=name, backend=backend_name(),
+                  flavour_name=flavour_name)
     leaks = []
     logs = evidence.RunLogs(the_lab.dir)
     try:
         try:
-            with logs:
-                the_lab.up(owner_pid=os.getpid())
+            with logs, _kernel_env(kernel):
+                the_lab.up(owner_pid=os.getpid(), cold=kernel is not None)
             _machines.extend(the_lab.machines.values())
             handle = LabHandle(the_lab)
+            wrong = handle.not_running(kernel) if kernel else {}
+            if wrong:
+                host, running = next(iter(wrong.items()))
+                raise DcblabError(f"{host} runs {running!r}, not {kernel}")
             if the_lab.flavour.kmemleak:
                 for host, g in handle.guests.items():
                     leaks.append(prefix + host)
@@ -163,6 +173,36 @@ def _lab_up(topology, name, fixture, prefix=""):
             _kept.append(the_lab.name)
         else:
             the_lab.down()
+
+
+@contextlib.contextmanager
+def _kernel_env(kernel):
+    """DCBLAB_KERNEL set to kernel (when given) while a lab starts: its
+    keeper, started then, boots every guest from it."""
+    saved = os.environ.get(paths.KERNEL_ENV)
+    if kernel:
+        os.environ[paths.KERNEL_ENV] = str(kernel)
+    try:
+        yield
+    finally:
+        if kernel:
+            if saved is None:
+                os.environ.pop(paths.KERNEL_ENV, None)
+            else:
+                os.environ[paths.KERNEL_ENV] = saved
+
+
+def lab_on_kernel(bzimage, name, topology=None, flavour_name=None):
+    """For a fixture of a test module: a lab of topology (default: the
+    default topology's) whose guests boot bzImage, a kernel built
+    elsewhere (e.g. dcblab.build.variants' series without one patch),
+    watched and reported on like the session's labs; a LabHandle, down
+    when the fixture ends. ``yield from lab_on_kernel(...)``.
+    flavour_name: the flavour bzImage was built as (its guests' memory,
+    kmemleak scans), default the session's."""
+    yield from _lab_up(topology or paths.default_topology(), name, name,
+                       prefix=f"{name}:", kernel=bzimage,
+                       flavour_name=flavour_name)
 
 
 @pytest.fixture(scope="session")
