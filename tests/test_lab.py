@@ -179,6 +179,26 @@ def test_restore_detaches_programs_from_the_v2_root(lab):
         assert r.rc == 1 and "ENOENT" in r.stderr, (args, r.stderr)
 
 
+def test_restore_makes_a_vlan_device_lost_with_its_namespace_again(lab):
+    # A VLAN device moved into a namespace is destroyed, not given back
+    # to init_net, when the restore deletes the namespace: the restore
+    # then makes the baseline again, its address and QoS maps included.
+    h1, host = lab.h1, lab.topology.host("h1")
+    vlan = host.nics[0].vlans[0]
+    dev = host.nics[0].vlan_dev(vlan)
+    h1.run(["ip", "netns", "add", "gone"])
+    h1.run(["ip", "link", "set", dev, "netns", "gone"])
+    assert dev not in h1.run(["ls", "/sys/class/net"]).stdout.split()
+    lab.restore()
+    addrs = h1.run(["ip", "-br", "addr", "show", "dev", dev]).stdout
+    assert f"{vlan.ipv4}" in addrs, addrs
+    egress = h1.read(f"/proc/net/vlan/{dev}").split(
+        "EGRESS priority mappings:")[1].split()
+    assert {f"{a}:{b}" for a, b in vlan.egress_qos_map if b} <= \
+        set(egress), egress
+    assert "gone" not in h1.run(["ip", "netns"]).stdout
+
+
 def test_restore_skips_a_guest_nobody_sent_a_command(lab):
     lab.restore()
     lab.h1.run(["true"])

@@ -7,13 +7,13 @@ fix alone cures it. Without a cause the symptom block fails: the lab's
 symptom comes from the cause, not from the set-up. And `dcblab lab`
 plants the cause a seed picks and scores the student's answer.
 
-The restore puts a guest back but makes no device: cause (h) moves
-eth0.100 into a namespace, and a VLAN device in a namespace the restore
-deletes is destroyed with it (`default_device_exit_net()` moves back to
-init_net only devices without rtnl_link_ops or with netns_refund; a
-VLAN device has rtnl_link_ops, without netns_refund). Its fix moves the
-device back; if a step before the fix fails, the baseline is made again
-here, so that the causes after it still find eth0.100."""
+Cause (h) moves eth0.100 into a namespace, and a VLAN device in a
+namespace the restore deletes is destroyed with it
+(`default_device_exit_net()` moves back to init_net only devices
+without rtnl_link_ops or with netns_refund; a VLAN device has
+rtnl_link_ops, without netns_refund). Its fix moves the device back; if
+a step before the fix fails, the restore makes the baseline again
+(dcblab.lab.baseline.restore), so the causes after it still find it."""
 
 import json
 import subprocess
@@ -22,7 +22,6 @@ import sys
 import pytest
 
 from dcblab.core.paths import ROOT
-from dcblab.lab import baseline_devices, reset_baseline
 from dcblab.testing.labdoc import (LabRun, causes, guest_runner,
                                    host_runner, parse)
 
@@ -52,28 +51,17 @@ def _run(lab, cause):
     return outcomes
 
 
-def _restore(lab):
-    """lab.restore(), and the baseline made again in a guest that lost
-    one of its devices (see the module's text)."""
-    lab.restore()
-    for host in lab.topology.hosts:
-        g = lab.guest(host.name)
-        have = g.run(["ls", "/sys/class/net"], check=False).stdout.split()
-        if not set(baseline_devices(host)) <= set(have):
-            reset_baseline(g, host, lab.topology.dcbx)
-
-
 def test_the_lab_has_nine_causes():
     assert [c.letter for c in CAUSES] == list("abcdefghi")
 
 
 @pytest.mark.parametrize("cause", CAUSES, ids=[c.letter for c in CAUSES])
 def test_each_cause_gives_the_symptom_and_its_fix_cures_it(lab, cause):
-    _restore(lab)
+    lab.restore()
     try:
         outcomes = _run(lab, cause)
     finally:
-        _restore(lab)
+        lab.restore()
     bad = [o for o in outcomes if not o.ok]
     assert not bad, f"({cause.letter}) {cause.text}:\n{bad[0].diff}"
     shown = [o.output[-1] for o in outcomes if o.output and

@@ -12,6 +12,7 @@ import pytest
 from dcblab.scenarios.fabric import congested_port
 from dcblab.scenarios.pfc import (band_of, head_of_line, lossless, pause_storm,
                                   pfcd_state, switch_pfc)
+from dcblab.testing.dcb import LLDPTOOL, pfc_of, switch_pfc_back, wait_for
 
 # ETS shares with PFC on: within this of the configuration (the issue's
 # 5 percentage points), as without PFC (tests/test_fabric.py).
@@ -35,6 +36,22 @@ def test_pfc_is_on_priority_3_at_both_ends_with_pfc_cap_8(fabric):
         assert [p for p, on in enumerate(got["prio_pfc"]) if on] == [3]
         assert "01:80:c2:00:00:01" in g.run(["ip", "maddr", "show", "dev",
                                              "eth0"]).stdout
+
+
+def test_switch_pfc_back_undoes_a_port_left_without_pfc(fabric):
+    """What the teaching labs' fixture runs after a fabric lab: a port
+    whose PFC an operator turned off (lldptool, as labs 12 and 16 do) is
+    put back, and the host facing it has it again by DCBX; a port as the
+    topology says is left alone."""
+    sw, port, rx = congested_port(fabric.topology)
+    g = fabric.guest(sw.name)
+    g.run([LLDPTOOL, "-T", "-i", port.name, "-V", "PFC", "enabled=none"])
+    wait_for(f"{port.name} without PFC", lambda: pfc_of(g, port.name),
+             lambda v: v == [])
+    assert switch_pfc_back(fabric) == [port.name]
+    assert switch_pfc(fabric, sw) == {p.name: [3] for p in sw.nics}
+    assert pfc_of(fabric.guest(rx), "eth0") == [3]
+    assert switch_pfc_back(fabric) == []
 
 
 @pytest.mark.parametrize("load", [1.2, 2.0])

@@ -110,7 +110,14 @@ def restore(machine, host, dcbx=False, check=True):
     env = ["env", *env] if env else []
     res = machine.run([*env, "dcblab-restore", *baseline_devices(host)],
                       check=check)
-    fixed = _vlan_qos(machine, host) + _speeds(machine, host)
+    fixed, gone = _vlan_qos(machine, host)
+    fixed += _speeds(machine, host)
+    # A VLAN device moved into a namespace goes with it when the restore
+    # deletes the namespace (a VLAN device is not given back to init_net):
+    # the baseline is made again, as `dcblab reset` would.
+    if gone:
+        _make_again(machine, host)
+        fixed.append(f"baseline made again (missing: {', '.join(gone)})")
     if fixed:
         res.stdout += "".join(f"restore: {line}\n" for line in fixed)
     if host.is_switch:
@@ -157,14 +164,15 @@ def _vlan_qos(machine, host):
     `ip` run only for a device whose map differs. Egress pairs the
     baseline does not have are set to PCP 0: the kernel keeps an egress
     entry once made, so those read back as p:0."""
-    fixed = []
+    fixed, gone = [], []
     for nic in host.nics:
         for vlan in nic.vlans:
             dev = nic.vlan_dev(vlan)
             try:
                 text = machine.agent.read_file(
                     f"/proc/net/vlan/{dev}").decode()
-            except AgentError:   # deleted: reset_baseline makes it again
+            except AgentError:   # gone: the caller makes it again
+                gone.append(dev)
                 continue
             egress = set(_qos(vlan.egress_qos_map))
             ingress = _qos(vlan.ingress_qos_map)
@@ -182,7 +190,7 @@ def _vlan_qos(machine, host):
                          "ingress-qos-map", *ingress])
             fixed.append(f"vlan {dev}: egress-qos-map and ingress-qos-map "
                          "back to the topology's")
-    return fixed
+    return fixed, gone
 
 
 def reset_baseline(machine, host, dcbx=False):
@@ -195,12 +203,18 @@ def reset_baseline(machine, host, dcbx=False):
         done.append(f"dcblab-restore rc {res.rc}: {res.stderr.strip()}")
     missing = _missing(machine, host)
     if missing:
-        for nic in host.nics:
-            for vlan in nic.vlans:
-                machine.run(["ip", "link", "del", nic.vlan_dev(vlan)],
-                            check=False)
-            machine.run(["ip", "addr", "flush", "dev", nic.name])
-        # the restore above made any missing rxe device again
-        apply_baseline(machine, host, rdma=False)
+        _make_again(machine, host)
         done.append(f"baseline made again (missing: {', '.join(missing)})")
     return done
+
+
+def _make_again(machine, host):
+    """The baseline's devices and addresses made anew: its VLAN devices
+    deleted, its NICs' addresses flushed, the baseline applied (a
+    restore, run before, has made any missing rxe device again)."""
+    for nic in host.nics:
+        for vlan in nic.vlans:
+            machine.run(["ip", "link", "del", nic.vlan_dev(vlan)],
+                        check=False)
+        machine.run(["ip", "addr", "flush", "dev", nic.name])
+    apply_baseline(machine, host, rdma=False)

@@ -21,7 +21,8 @@ __all__ = ["TSA", "SEL", "dcb_show", "ets_bytes", "app_bytes", "pfc_bytes",
            "parse_tx_queue_packets", "TxQueueCounter",
            "queue_tcs", "ets_of", "pfc_of", "apps_of", "LLDPTOOL",
            "lldp_set", "lldp_del_app", "ets_rec_args", "dcbx_port",
-           "peer_tlv", "fresh_lldpad", "wait_for", "lldpad_stopped"]
+           "peer_tlv", "fresh_lldpad", "wait_for", "lldpad_stopped",
+           "switch_pfc_back"]
 
 # include/uapi/linux/dcbnl.h
 TSA = {"strict": 0, "cbs": 1, "ets": 2, "vendor": 255}
@@ -231,3 +232,31 @@ def lldpad_stopped(guests):
     finally:
         for g in running:
             g.run(["dcblab-lldpad", "start"])
+
+
+def switch_pfc_back(lab):
+    """Each switch port's PFC back to the topology's, through lldpad as
+    its operator would (lldptool), where something left it otherwise,
+    and once the hosts facing the switch have it again by DCBX. The
+    restore between tests keeps a switch's DCB (lab.baseline.restore):
+    a test that changes it puts it back itself, but a teaching lab that
+    turns PFC off (labs 12 and 16) and stops at a failed step does not.
+    Returns the ports put back."""
+    fixed = []
+    for sw in lab.topology.switches:
+        g = lab.guest(sw.name)
+        for port in sw.nics:
+            want = list(port.dcb.pfc) if port.dcb else []
+            if pfc_of(g, port.name) != want:
+                g.run([LLDPTOOL, "-T", "-i", port.name, "-V", "PFC",
+                       f"enabled={','.join(map(str, want)) or 'none'}"])
+                fixed.append((g, port.name, want, port.peer))
+    for g, dev, want, peer in fixed:
+        wait_for(f"{g.name}:{dev}: PFC on {want}",
+                 lambda g=g, dev=dev: pfc_of(g, dev), lambda v, w=want: v == w)
+        host, nic = peer.split(":")
+        if lab.topology.dcbx:
+            wait_for(f"{peer}: PFC on {want} by DCBX",
+                     lambda h=lab.guest(host), n=nic: pfc_of(h, n),
+                     lambda v, w=want: v == w, timeout=20)
+    return [dev for _, dev, _, _ in fixed]

@@ -15,6 +15,7 @@ import pytest
 from sybil import Region, Sybil
 
 from ..core import paths
+from .dcb import switch_pfc_back
 from .labdoc import (DEFAULT_TOPOLOGY, LabDocError, LabRun, causes,
                      failure_text, guest_runner, host_runner, parse,
                      topology_of)
@@ -106,12 +107,15 @@ def pytest_collect_file(file_path, parent):
 @pytest.fixture(scope="module")
 def course(request):
     """The session's lab of the lab file's topology: at the baseline when
-    its first block runs, restored after its last."""
+    its first block runs, restored after its last (and its switches'
+    PFC put back, for a lab that turned it off and failed before it
+    turned it on again)."""
     path = Path(request.path)
     handle = request.getfixturevalue(session_lab(path, path.read_text()))
     handle.restore()
     yield handle
     handle.restore()
+    switch_pfc_back(handle)
 
 
 def pytest_runtest_logreport(report):
