@@ -116,8 +116,9 @@ def restore(machine, host, dcbx=False, check=True):
     # deletes the namespace (a VLAN device is not given back to init_net):
     # the baseline is made again, as `dcblab reset` would.
     if gone:
+        missing = _missing(machine, host)
         _make_again(machine, host)
-        fixed.append(f"baseline made again (missing: {', '.join(gone)})")
+        fixed.append(f"baseline made again (missing: {', '.join(missing)})")
     if fixed:
         res.stdout += "".join(f"restore: {line}\n" for line in fixed)
     if host.is_switch:
