@@ -20,7 +20,7 @@ DEBIAN_PACKAGES := linux-source-6.1 build-essential flex bison bc \
 	qemu-system-x86 qemu-guest-agent busybox-static iproute2 ethtool \
 	tcpdump iperf3 lldpad bash mksh util-linux ncurses-base procps git python3 \
 	python3-pytest python3-ply python3-git python3-matplotlib \
-	python3-sybil nftables \
+	python3-sybil python3-pip python3-setuptools python3-venv nftables \
 	libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients python3-libvirt \
 	ibverbs-providers ibverbs-utils rdmacm-utils perftest ccache
 
@@ -150,7 +150,7 @@ check-series: deps
 
 # pytest's exit 5 (nothing collected) is a failure, not a pass.
 # --durations: the slowest tests, what CI's time budget is spent on.
-PYTEST = $(PY) -m pytest --durations=15 $(if $(BACKEND),--backend $(BACKEND)) $(1); rc=$$?; \
+PYTEST = $(PY) -m pytest --durations=15 $(if $(BACKEND),--dcblab-backend $(BACKEND)) $(1); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make $@: pytest collected no tests: failing" >&2; exit 1; fi; \
 	exit $$rc
 

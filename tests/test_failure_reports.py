@@ -84,7 +84,7 @@ def inner(pytester, monkeypatch):
         pytester.makepyfile(**{name: source})
         return pytester.runpytest_subprocess(
             "-p", "dcblab.testing.plugin", "-p", "no:cacheprovider",
-            "--artefacts", str(pytester.path / "artefacts"), *options,
+            "--dcblab-artefacts", str(pytester.path / "artefacts"), *options,
             timeout=240)
     return run
 

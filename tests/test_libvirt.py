@@ -302,13 +302,13 @@ def test_unknown_backend_in_the_environment_is_one_line_exit_2(name):
 
 @pytest.mark.parametrize("how", ["option", "environment"])
 def test_pytest_reports_the_backend_it_was_given(pytester, monkeypatch, how):
-    """--backend (or DCBLAB_BACKEND) names the backend in the session
+    """--dcblab-backend (or DCBLAB_BACKEND) names the backend in the session
     header and reaches the labs tests start themselves."""
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     args = ["-p", "dcblab.testing.plugin", "-s"]
     if how == "option":
         monkeypatch.delenv("DCBLAB_BACKEND", raising=False)
-        args += ["--backend", "libvirt"]
+        args += ["--dcblab-backend", "libvirt"]
     else:
         monkeypatch.setenv("DCBLAB_BACKEND", "libvirt")
     pytester.makepyfile(test_inner="import os\n\ndef test_x():\n"

@@ -25,7 +25,7 @@ def inner(pytester, monkeypatch):
                                INNER.format(name=name, key=key)})
         return pytester.runpytest_subprocess(
             "-p", "dcblab.testing.plugin", "-p", "no:cacheprovider",
-            "--artefacts", str(pytester.path / "artefacts"), timeout=180)
+            "--dcblab-artefacts", str(pytester.path / "artefacts"), timeout=180)
     return run
 
 

@@ -25,6 +25,7 @@ _GROUPS = {
     "course": ("lab",),
     "export": ("export",),
     "snapshots": ("snapshots",),
+    "usertests": ("test",),
 }
 
 
@@ -49,6 +50,11 @@ def parse(argv):
     """Options may come anywhere before `--`; what follows it is the
     guest command of `exec` (never parsed as dcblab options)."""
     ap = parser(argv[0] if argv else None)
+    if argv and argv[0] == "test":
+        # Everything after `test` is pytest's (options included), unparsed.
+        args = ap.parse_args(["test"])
+        args.pytest_args = list(argv[1:])
+        return args
     if "--" not in argv:
         return ap.parse_args(argv)
     i = argv.index("--")

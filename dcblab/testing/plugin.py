@@ -29,7 +29,10 @@ Options
   --keep-lab-on-failure  if a test failed, the session's lab stays up at
                          the end (`dcblab down --name pytest-PID` stops it);
                          with -x, in the state the failed test left
-  --artefacts DIR        artefact folders under DIR, not BUILD/artefacts
+  --dcblab-artefacts DIR artefact folders under DIR (default: BUILD/artefacts
+                         for this repository's tests, else dcblab-artefacts/
+                         in the session's rootdir, beside the tests)
+  --dcblab-backend NAME  how the labs run their guests (qemu, libvirt)
 """
 
 import concurrent.futures
@@ -54,7 +57,7 @@ from .guest import Guest
 from .handle import LabHandle
 from .kmemleak import MIN_AGE_S, Kmemleak
 
-__all__ = ["lab_on_kernel"]
+__all__ = ["lab_on_kernel", "artefact_root"]
 
 _machines = []
 _leaks = {}          # guest name -> Kmemleak, on flavours that have it
@@ -73,18 +76,20 @@ def pytest_addoption(parser):
     group.addoption("--keep-lab-on-failure", action="store_true",
                     help="if a test failed, leave the session's lab up at "
                          "the end and say how to attach to it and stop it")
-    group.addoption("--artefacts", metavar="DIR",
+    group.addoption("--dcblab-artefacts", metavar="DIR",
                     help="put failed tests' artefact folders under DIR "
-                         "(default: BUILD/artefacts)")
-    group.addoption("--backend", choices=backends.names(),
+                         "(default: BUILD/artefacts for dcblab's own tests, "
+                         "else dcblab-artefacts/ in the rootdir)")
+    group.addoption("--dcblab-backend", choices=backends.names(),
                     help="how the session's labs run their guests (default: "
                          "DCBLAB_BACKEND, else qemu)")
 
 
 def backend_name(config=None):
-    """The session's backend: --backend, else DCBLAB_BACKEND, else qemu."""
+    """The session's backend: --dcblab-backend, else DCBLAB_BACKEND, else
+    qemu."""
     config = config or _session["config"]
-    chosen = config.getoption("backend") if config else None
+    chosen = config.getoption("dcblab_backend") if config else None
     return chosen or backends.default_name()
 
 
@@ -434,13 +439,26 @@ def _report_start_failure(item, report, failed):
     failed.folder = folder
 
 
+def artefact_root(config):
+    """Where failed tests' artefact folders go: --dcblab-artefacts; else,
+    for this repository's own tests, BUILD/artefacts; else (a user's
+    tests elsewhere) dcblab-artefacts/ in the session's rootdir, beside
+    the tests, never in the checkout."""
+    given = config.getoption("dcblab_artefacts")
+    if given:
+        return Path(given)
+    rootdir = Path(config.rootpath).resolve()
+    if rootdir == paths.ROOT.resolve():
+        return paths.build_dir() / "artefacts"
+    return rootdir / "dcblab-artefacts"
+
+
 def _folder(item, report):
     """The test's artefact folder. Its first failure in this session
     replaces what a former run left there; a later one (a teardown after
     a failed call) goes into a sub-folder named after its phase."""
-    root = _session["config"].getoption("artefacts")
-    root = Path(root) if root else paths.build_dir() / "artefacts"
-    folder = evidence.artefact_dir(root, item.nodeid)
+    folder = evidence.artefact_dir(artefact_root(_session["config"]),
+                                   item.nodeid)
     if item.nodeid in _saved:
         folder = folder / report.when
     else:
