@@ -159,7 +159,7 @@ test: kernel image tools-check checkpatch check-series
 
 # The teaching labs alone (make test runs them too): one line per lab.
 labs: kernel image
-	$(call PYTEST,-q docs/labs/ tests/test_lab_troubleshoot.py)
+	$(call PYTEST,-q docs/labs/ tests/test_lab_troubleshoot.py tests/test_lab_without_patch.py)
 
 demo: kernel image
 	$(PY) bin/dcblab demo
