@@ -22,8 +22,8 @@ import sys
 import pytest
 
 from dcblab.core.paths import ROOT
-from dcblab.testing.labdoc import (LabRun, causes, guest_runner,
-                                   host_runner, parse)
+from dcblab.testing.labdoc import (LabRun, cause_steps, causes,
+                                   guest_runner, host_runner, parse)
 
 LAB = ROOT / "docs" / "labs" / "15-not-pcp-5.md"
 DCBLAB = [sys.executable, str(ROOT / "bin" / "dcblab")]
@@ -38,12 +38,8 @@ def _run(lab, cause):
                  host_runner(lab.name))
     outcomes = []
     for block in parse(LAB.read_text(), LAB):
-        steps = list(block.steps)
-        if block.plant and cause:
-            steps = list(cause.plant) + steps
-        if block.predict and block.predict.planted and cause:
-            steps = list(cause.fix) + steps
-        for step in steps:
+        plant, fix = cause_steps(block, cause)
+        for step in (*plant, *fix, *block.steps):
             o = run.run(block, step, run.command(block, step))
             outcomes.append(o)
             if not o.ok:

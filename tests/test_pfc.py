@@ -12,7 +12,7 @@ import pytest
 from dcblab.scenarios.fabric import congested_port
 from dcblab.scenarios.pfc import (band_of, head_of_line, lossless, pause_storm,
                                   pfcd_state, switch_pfc)
-from dcblab.testing.dcb import LLDPTOOL, pfc_of, switch_pfc_back, wait_for
+from dcblab.testing.dcb import lldp_set, pfc_of, switch_pfc_back, wait_for
 
 # ETS shares with PFC on: within this of the configuration (the issue's
 # 5 percentage points), as without PFC (tests/test_fabric.py).
@@ -45,7 +45,7 @@ def test_switch_pfc_back_undoes_a_port_left_without_pfc(fabric):
     topology says is left alone."""
     sw, port, rx = congested_port(fabric.topology)
     g = fabric.guest(sw.name)
-    g.run([LLDPTOOL, "-T", "-i", port.name, "-V", "PFC", "enabled=none"])
+    lldp_set(g, "PFC", "enabled=none", dev=port.name)
     wait_for(f"{port.name} without PFC", lambda: pfc_of(g, port.name),
              lambda v: v == [])
     assert switch_pfc_back(fabric) == [port.name]

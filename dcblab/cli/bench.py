@@ -318,21 +318,14 @@ def _booted(topo, accel, kernel=None):
     """A lab of topo up (on kernel, a bzImage, if given: DCBLAB_KERNEL for
     its keeper, checked in every guest), as a LabHandle; down after."""
     lab = Lab(topo, f"bench-rate-{os.getpid()}")
-    saved = os.environ.get(paths.KERNEL_ENV)
-    if kernel:
-        os.environ[paths.KERNEL_ENV] = str(kernel)
     try:
-        lab.up(owner_pid=os.getpid(), accel=accel)
-        handle = LabHandle(lab)
-        if kernel:
-            _check_booted(handle, kernel)
-        yield handle
+        with paths.kernel_env(kernel):
+            lab.up(owner_pid=os.getpid(), accel=accel)
+            handle = LabHandle(lab)
+            if kernel:
+                _check_booted(handle, kernel)
+            yield handle
     finally:
-        if kernel:
-            if saved is None:
-                os.environ.pop(paths.KERNEL_ENV, None)
-            else:
-                os.environ[paths.KERNEL_ENV] = saved
         lab.down()
 
 

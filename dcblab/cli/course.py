@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 from ..core.errors import UsageError
-from ..testing.labdoc import (LabRun, causes, guest_runner, host_runner,
-                              parse_file, predictions, topology_mismatch,
-                              verdict)
+from ..testing.labdoc import (LabRun, cause_steps, causes, guest_runner,
+                              host_runner, parse_file, predictions,
+                              topology_mismatch, verdict)
 from .common import lab_name, named, note
 
 __all__ = ["add_parsers"]
@@ -147,8 +147,9 @@ def cmd_lab(args):
     ask = pause and given is None
     steps = _Steps(screen, run, quiet, results, differ)
     for block in blocks:
-        if block.plant and planted:
-            _plant(run, block, planted)
+        plant, fix = cause_steps(block, planted)
+        if plant:
+            _plant(run, block, planted.letter, plant)
         if not quiet:
             screen.line()
             screen.prose(block.prose)
@@ -158,11 +159,11 @@ def cmd_lab(args):
             guess = given[len(guesses)] if given else \
                 _ask(screen, block.predict) if ask else None
         block_ok = True
-        if block.predict and block.predict.planted:
+        if fix:
             if not quiet:
                 screen.line(f"The planted cause: ({planted.letter}) "
                             f"{planted.text}. Its fix:")
-            block_ok, pause = steps.run(block, planted.fix, pause)
+            block_ok, pause = steps.run(block, fix, pause)
         ran_ok, pause = steps.run(block, block.steps, pause)
         block_ok = block_ok and ran_ok
         if block.predict:
@@ -252,13 +253,13 @@ class _Steps:
         return ok, pause
 
 
-def _plant(run, block, cause):
-    """Run a cause's plant steps, unseen; one that does not do what the
-    lab says is the lab's mistake, not the student's."""
-    for step in cause.plant:
+def _plant(run, block, letter, steps):
+    """Run cause LETTER's plant steps, unseen; one that does not do what
+    the lab says is the lab's mistake, not the student's."""
+    for step in steps:
         outcome = run.run(block, step, run.command(block, step))
         if not outcome.ok:
-            raise UsageError(f"lab: planting cause ({cause.letter}) failed "
+            raise UsageError(f"lab: planting cause ({letter}) failed "
                              f"at {run.where(block.path, step.line)}: "
                              f"{outcome.diff or outcome.output}")
 

@@ -12,6 +12,7 @@ one kernels with it) and ``DCBLAB_PATCH_DIR`` (the patch directory a build
 reads instead of ``kernel-patches/``; those kernels' builds use it).
 """
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -53,6 +54,24 @@ def boot_kernel(flavour_name=None) -> Path:
     """The bzImage labs boot: $DCBLAB_KERNEL if set, else the flavour's."""
     given = os.environ.get(KERNEL_ENV)
     return Path(given).resolve() if given else bzimage(flavour_name)
+
+
+@contextlib.contextmanager
+def kernel_env(kernel):
+    """DCBLAB_KERNEL set to kernel (a bzImage; nothing when None) for the
+    block, then as it was: a lab's keeper started meanwhile boots every
+    guest from it."""
+    saved = os.environ.get(KERNEL_ENV)
+    if kernel:
+        os.environ[KERNEL_ENV] = str(kernel)
+    try:
+        yield
+    finally:
+        if kernel:
+            if saved is None:
+                os.environ.pop(KERNEL_ENV, None)
+            else:
+                os.environ[KERNEL_ENV] = saved
 
 
 def tools_dir() -> Path:

@@ -248,8 +248,9 @@ def switch_pfc_back(lab):
         for port in sw.nics:
             want = list(port.dcb.pfc) if port.dcb else []
             if pfc_of(g, port.name) != want:
-                g.run([LLDPTOOL, "-T", "-i", port.name, "-V", "PFC",
-                       f"enabled={','.join(map(str, want)) or 'none'}"])
+                lldp_set(g, "PFC",
+                         f"enabled={','.join(map(str, want)) or 'none'}",
+                         dev=port.name)
                 fixed.append((g, port.name, want, port.peer))
     for g, dev, want, peer in fixed:
         wait_for(f"{g.name}:{dev}: PFC on {want}",

@@ -27,7 +27,7 @@ __all__ = ["Step", "Block", "LabDocError", "parse", "parse_file", "check",
            "Outcome", "guest_runner", "host_runner", "substitute",
            "STEP_TIMEOUT", "verdict", "LabRun", "failure_text",
            "topology_of", "topology_mismatch", "DEFAULT_TOPOLOGY",
-           "Prediction", "predictions", "Cause", "causes"]
+           "Prediction", "predictions", "Cause", "causes", "cause_steps"]
 
 STEP_TIMEOUT = 60.0
 
@@ -263,6 +263,17 @@ def _prediction(path, lines, first, fence):
 
 
 _CAUSE = re.compile(r"^<!-- cause ([a-z]): (.+)$")
+
+
+def cause_steps(block, cause):
+    """Where a planted cause's steps go: (the plant's, run before the
+    block marked `<!-- plant -->`; the fix's, run before the steps of the
+    block whose question the planted cause answers), each () for any
+    other block or without a cause."""
+    if cause is None:
+        return (), ()
+    return (cause.plant if block.plant else (),
+            cause.fix if block.predict and block.predict.planted else ())
 
 
 def causes(text, path):

@@ -144,7 +144,7 @@ def _lab_up(topology, name, fixture, prefix="", kernel=None,
     logs = evidence.RunLogs(the_lab.dir)
     try:
         try:
-            with logs, _kernel_env(kernel):
+            with logs, paths.kernel_env(kernel):
                 the_lab.up(owner_pid=os.getpid(), cold=kernel is not None)
             _machines.extend(the_lab.machines.values())
             handle = LabHandle(the_lab)
@@ -178,23 +178,6 @@ def _lab_up(topology, name, fixture, prefix="", kernel=None,
             _kept.append(the_lab.name)
         else:
             the_lab.down()
-
-
-@contextlib.contextmanager
-def _kernel_env(kernel):
-    """DCBLAB_KERNEL set to kernel (when given) while a lab starts: its
-    keeper, started then, boots every guest from it."""
-    saved = os.environ.get(paths.KERNEL_ENV)
-    if kernel:
-        os.environ[paths.KERNEL_ENV] = str(kernel)
-    try:
-        yield
-    finally:
-        if kernel:
-            if saved is None:
-                os.environ.pop(paths.KERNEL_ENV, None)
-            else:
-                os.environ[paths.KERNEL_ENV] = saved
 
 
 def lab_on_kernel(bzimage, name, topology=None, flavour_name=None):
