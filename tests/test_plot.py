@@ -1,9 +1,13 @@
 """`dcblab plot`: a fabric shares result (tests/data/fabric-shares.json, a
-real run's SharesResult.as_json()) drawn as a PNG. Host only: no lab."""
+real run's SharesResult.as_json()) and priosink -j --interval output
+(tests/data/priosink-intervals.json, a real run on two-hosts' h2: flows at
+PCP 1, 3 and 5 from h1, started and ended at different times) drawn as a
+PNG. Host only: no lab."""
 
 import copy
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -18,6 +22,8 @@ from dcblab.testing.sandbox import Sandbox
 pytest.importorskip("matplotlib", reason="needs python3-matplotlib")
 
 SAMPLE = ROOT / "tests" / "data" / "fabric-shares.json"
+SINK_SAMPLE = ROOT / "tests" / "data" / "priosink-intervals.json"
+PRIOSINK_C = ROOT / "tools" / "priosink.c"
 DCBLAB = [sys.executable, str(ROOT / "bin" / "dcblab")]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -25,6 +31,24 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture
 def sample():
     return json.loads(SAMPLE.read_text())
+
+
+@pytest.fixture
+def sink_sample():
+    return json.loads(SINK_SAMPLE.read_text())
+
+
+def _sink_pcps(result):
+    """The PCPs priosink counted a byte of in some interval."""
+    return [p for p in range(8)
+            if any(iv["pcp_bytes"][p] for iv in result["intervals"])]
+
+
+def _interval_option():
+    """priosink's interval option as its usage text spells it."""
+    m = re.search(r'^"\s+(--interval \S+)', PRIOSINK_C.read_text(), re.M)
+    assert m, f"{PRIOSINK_C}: no --interval in the usage text"
+    return m.group(1)
 
 
 def _expected_pcps(result):
@@ -171,6 +195,61 @@ def test_missing_key_names_it(sample, tmp_path):
     assert not (tmp_path / "s.png").exists()
 
 
+def test_priosink_output_is_drawn_per_pcp_in_mbps(sink_sample, tmp_path):
+    out = tmp_path / "sink.png"
+    fig = plot_result(sink_sample, out)
+    assert out.read_bytes().startswith(PNG_SIGNATURE)
+    assert len(fig.axes) == 1
+    ax = fig.axes[0]
+    ivs = sink_sample["intervals"]
+    pcps = _sink_pcps(sink_sample)
+    assert len(pcps) > 1
+    for pcp in pcps:
+        line = _by_gid(ax, f"pcp-{pcp}")
+        assert line.get_label() == f"PCP {pcp}"
+        assert list(line.get_xdata()) == pytest.approx(
+            [iv["t_s"] + iv["len_s"] / 2 for iv in ivs])
+        assert list(line.get_ydata()) == pytest.approx(
+            [iv["pcp_bytes"][pcp] * 8 / iv["len_s"] / 1e6 for iv in ivs])
+    pcp_lines = [ln for ln in ax.lines
+                 if (ln.get_gid() or "").startswith("pcp-")]
+    assert len(pcp_lines) == len(pcps)
+    assert list(_by_gid(ax, "total").get_ydata()) == pytest.approx(
+        [(sum(iv["pcp_bytes"]) + iv["untagged_bytes"]) * 8 / iv["len_s"]
+         / 1e6 for iv in ivs])
+
+
+def test_priosink_output_without_intervals_names_the_interval_option(
+        sink_sample, tmp_path):
+    """priosink prints "intervals" only when run with its interval
+    option: the error says to, spelled as priosink's usage spells it."""
+    del sink_sample["intervals"]
+    with pytest.raises(UsageError) as e:
+        plot_result(sink_sample, tmp_path / "s.png")
+    assert f"run priosink with {_interval_option()}" in str(e.value)
+    assert "\n" not in str(e.value)
+    assert not (tmp_path / "s.png").exists()
+
+
+def test_priosink_output_with_no_interval_is_refused(sink_sample, tmp_path):
+    sink_sample["intervals"] = []
+    with pytest.raises(UsageError, match='"intervals" is empty'):
+        plot_result(sink_sample, tmp_path / "s.png")
+    assert not (tmp_path / "s.png").exists()
+
+
+def test_unknown_format_names_the_keys_of_both_kinds(sink_sample, tmp_path):
+    del sink_sample["flows"]
+    with pytest.raises(UsageError) as e:
+        plot_result(sink_sample, tmp_path / "s.png")
+    msg = str(e.value)
+    assert "neither a result of SharesResult.as_json()" in msg
+    assert 'no key "rate_bps" or "expected"' in msg
+    assert 'nor priosink -j output (no key "flows")' in msg
+    assert "\n" not in msg
+    assert not (tmp_path / "s.png").exists()
+
+
 def test_missing_matplotlib_names_the_debian_package(sample, tmp_path,
                                                      monkeypatch):
     for name in [m for m in sys.modules if m.split(".")[0] == "matplotlib"]:
@@ -188,21 +267,24 @@ def _dcblab(args):
                           timeout=120)
 
 
-def test_cli_writes_the_png_and_says_so(tmp_path):
-    sample = json.loads(SAMPLE.read_text())
-    out = tmp_path / "shares.png"
-    r = _dcblab(["plot", str(SAMPLE), "-o", str(out)])
+@pytest.mark.parametrize("path,pcps", [(SAMPLE, _expected_pcps),
+                                        (SINK_SAMPLE, _sink_pcps)],
+                         ids=["shares", "priosink"])
+def test_cli_writes_the_png_and_says_so(tmp_path, path, pcps):
+    data = json.loads(path.read_text())
+    out = tmp_path / "out.png"
+    r = _dcblab(["plot", str(path), "-o", str(out)])
     assert r.returncode == 0, r.stderr
-    pcps = ", ".join(map(str, _expected_pcps(sample)))
+    shown = ", ".join(map(str, pcps(data)))
     assert r.stdout == (f"dcblab plot: wrote {out} "
-                        f"({len(sample['intervals'])} intervals, PCPs "
-                        f"{pcps})\n")
+                        f"({len(data['intervals'])} intervals, PCPs "
+                        f"{shown})\n")
     assert out.read_bytes().startswith(PNG_SIGNATURE)
 
 
-def _without(key):
+def _without(key, sample=SAMPLE):
     def make(path):
-        result = json.loads(SAMPLE.read_text())
+        result = json.loads(sample.read_text())
         del result[key]
         path.write_text(json.dumps(result))
     return make
@@ -216,12 +298,18 @@ def _without(key):
     (_without("rate_bps"), "out.png", 'in.json: no key "rate_bps"'),
     (_without("expected"), "out.png", 'in.json: no key "expected"'),
     (lambda p: p.write_text("[]"), "out.png", "in.json: a JSON list"),
+    (_without("intervals", SINK_SAMPLE), "out.png",
+     'in.json: priosink -j output without "intervals": run priosink with '
+     "--interval MS"),
+    (_without("flows", SINK_SAMPLE), "out.png",
+     'in.json: neither a result of SharesResult.as_json()'),
     (lambda p: p.write_text(SAMPLE.read_text()), "nodir/out.png",
      "nodir does not exist"),
     (lambda p: p.write_text(SAMPLE.read_text()), "out.svg",
      "the output is a PNG"),
 ], ids=["file-missing", "not-json", "no-intervals", "no-rate", "no-expected",
-        "not-an-object", "output-dir-missing", "not-png"])
+        "not-an-object", "priosink-no-intervals", "unknown-format",
+        "output-dir-missing", "not-png"])
 def test_cli_mistake_is_one_line(tmp_path, make_input, output, text):
     src = tmp_path / ("in.json" if make_input else "nosuch.json")
     if make_input:

@@ -1,9 +1,15 @@
-"""A fabric shares result as a picture: `dcblab plot RESULT.json -o OUT.png`.
+"""A result as a picture: `dcblab plot RESULT.json -o OUT.png`.
 
-The input is what ``SharesResult.as_json()`` (fabric.py) writes: per-PCP
-throughput over time from h3's priosink intervals against each PCP's
-expected share of the port, and, when the result carries an ``rtt``
-section, the RTT probes' round trips on the same time axis below.
+Two kinds of input, told apart by their keys (result_kind):
+
+- what ``SharesResult.as_json()`` (fabric.py) writes ("rate_bps",
+  "expected"): per-PCP throughput over time from h3's priosink intervals
+  against each PCP's expected share of the port, and, when the result
+  carries an ``rtt`` section, the RTT probes' round trips on the same time
+  axis below (a ``pause`` section: the time PFC kept each sender paused);
+- what the guest tool priosink prints with ``-j`` ("flows"), run with
+  ``--interval MS`` so that it has "intervals": per-PCP throughput over
+  time at the receiver, every PCP that carried a byte.
 
 matplotlib is imported only when a plot is drawn, so importing dcblab
 never needs it; the figure is drawn on an Agg canvas of its own (no
@@ -20,19 +26,26 @@ from types import SimpleNamespace
 from ..core import paths
 from ..core.errors import DcblabError, UsageError
 
-__all__ = ["REQUIRED", "load_result", "check_result", "interval_mbps",
-           "pcps", "plot_result"]
+__all__ = ["REQUIRED", "SHARES", "PRIOSINK", "load_result", "result_kind",
+           "check_result", "interval_mbps", "pcps", "plot_result"]
 
 REQUIRED = ("rate_bps", "expected", "intervals")
+SHARES, PRIOSINK = "shares", "priosink"
+# The keys that say which kind a result is: any of the first, a shares
+# result (its "flows" are the senders'); else the second, priosink -j.
+_SHARES_KEYS = ("rate_bps", "expected")
+_PRIOSINK_KEY = "flows"
+# priosink's option for "intervals", as its usage text spells it.
+_INTERVAL_OPTION = "--interval MS"
 _PCPS = 8
 _SIZE_IN = (11, 6)
 _DPI = 100
 
 
 def load_result(path):
-    """The result in the JSON file PATH, checked (check_result); a
-    one-line UsageError for a missing or unreadable file or one that is
-    not such a result."""
+    """The result in the JSON file PATH, checked (check_result): a shares
+    result or priosink -j output; a one-line UsageError for a missing or
+    unreadable file or one that is neither."""
     try:
         text = Path(path).read_text()
     except FileNotFoundError:
@@ -58,16 +71,62 @@ def _bad(source, what):
                       "SharesResult.as_json())")
 
 
+def _bad_sink(source, what):
+    return UsageError(f"{source}: {what} (not priosink -j output)")
+
+
 def _number(x):
     return isinstance(x, (int, float)) and not isinstance(x, bool) and \
         math.isfinite(x)
 
 
-def check_result(result, source="result"):
-    """Raise a UsageError naming the key when RESULT is not a shares
-    result plot_result can draw; SOURCE (a file name) starts the message."""
+def result_kind(result, source="result"):
+    """SHARES or PRIOSINK, from RESULT's keys; a UsageError naming SOURCE
+    (a file name) and the keys it lacks when it is neither."""
     if not isinstance(result, dict):
-        raise _bad(source, f"a JSON {type(result).__name__}, not an object")
+        raise UsageError(f"{source}: a JSON {type(result).__name__}, not an "
+                         "object (neither a result of SharesResult.as_json() "
+                         "nor priosink -j output)")
+    if any(key in result for key in _SHARES_KEYS):
+        return SHARES
+    if _PRIOSINK_KEY in result:
+        return PRIOSINK
+    raise UsageError(f"{source}: neither a result of SharesResult.as_json() "
+                     f"(no key {' or '.join(map(_quoted, _SHARES_KEYS))}) "
+                     f"nor priosink -j output (no key "
+                     f"{_quoted(_PRIOSINK_KEY)})")
+
+
+def _quoted(key):
+    return f'"{key}"'
+
+
+def check_result(result, source="result"):
+    """RESULT's kind (result_kind); raise a UsageError naming the key when
+    RESULT is not a result plot_result can draw; SOURCE (a file name)
+    starts the message."""
+    if result_kind(result, source) == PRIOSINK:
+        _check_priosink(result, source)
+        return PRIOSINK
+    _check_shares(result, source)
+    return SHARES
+
+
+def _check_priosink(result, source):
+    if not isinstance(result[_PRIOSINK_KEY], list):
+        raise _bad_sink(source, f"{_quoted(_PRIOSINK_KEY)} is not a list")
+    if "intervals" not in result:
+        raise UsageError(f'{source}: priosink -j output without "intervals": '
+                         f"run priosink with {_INTERVAL_OPTION} to have "
+                         "its throughput over time")
+    _check_intervals(result["intervals"], lambda what: _bad_sink(source,
+                                                                 what))
+    if not result["intervals"]:
+        raise UsageError(f'{source}: "intervals" is empty: priosink counted '
+                         "no priosend frame, there is nothing to draw")
+
+
+def _check_shares(result, source):
     for key in REQUIRED:
         if key not in result:
             raise _bad(source, f'no key "{key}"')
@@ -81,23 +140,7 @@ def check_result(result, source="result"):
         if not str(pcp).isdigit() or int(pcp) >= _PCPS or not _number(share):
             raise _bad(source, f'"expected": "{pcp}": {share!r} is not a '
                                "PCP 0-7 with a share")
-    if not isinstance(result["intervals"], list):
-        raise _bad(source, '"intervals" is not a list')
-    for i, iv in enumerate(result["intervals"]):
-        where = f'"intervals"[{i}]'
-        if not isinstance(iv, dict):
-            raise _bad(source, f"{where} is not an object")
-        for key in ("t_s", "len_s", "pcp_bytes"):
-            if key not in iv:
-                raise _bad(source, f'{where}: no key "{key}"')
-        if not _number(iv["t_s"]) or not _number(iv["len_s"]) or \
-                iv["len_s"] <= 0:
-            raise _bad(source, f'{where}: "t_s" and "len_s" must be numbers, '
-                               '"len_s" above 0')
-        b = iv["pcp_bytes"]
-        if not isinstance(b, list) or len(b) != _PCPS or \
-                not all(_number(x) for x in b):
-            raise _bad(source, f'{where}: "pcp_bytes" is not 8 numbers')
+    _check_intervals(result["intervals"], lambda what: _bad(source, what))
     steady = result.get("steady")
     if steady is not None and (not isinstance(steady, list) or
                                len(steady) != 2 or
@@ -107,6 +150,30 @@ def check_result(result, source="result"):
         _check_rtt(result["rtt"], source)
     if "pause" in result:
         _check_pause(result["pause"], source)
+
+
+def _check_intervals(intervals, bad):
+    """priosink's "intervals", as both kinds carry them; BAD(what) makes
+    the error."""
+    if not isinstance(intervals, list):
+        raise bad('"intervals" is not a list')
+    for i, iv in enumerate(intervals):
+        where = f'"intervals"[{i}]'
+        if not isinstance(iv, dict):
+            raise bad(f"{where} is not an object")
+        for key in ("t_s", "len_s", "pcp_bytes"):
+            if key not in iv:
+                raise bad(f'{where}: no key "{key}"')
+        if not _number(iv["t_s"]) or not _number(iv["len_s"]) or \
+                iv["len_s"] <= 0:
+            raise bad(f'{where}: "t_s" and "len_s" must be numbers, '
+                      '"len_s" above 0')
+        b = iv["pcp_bytes"]
+        if not isinstance(b, list) or len(b) != _PCPS or \
+                not all(_number(x) for x in b):
+            raise bad(f'{where}: "pcp_bytes" is not 8 numbers')
+        if not _number(iv.get("untagged_bytes", 0)):
+            raise bad(f'{where}: "untagged_bytes" is not a number')
 
 
 def _check_pause(pause, source):
@@ -164,8 +231,18 @@ def _rate(bps):
 
 
 def pcps(result):
-    """The PCPs RESULT expects shares for, as sorted numbers."""
+    """The PCPs drawn, as sorted numbers: those a shares result expects
+    shares for; those that carried a byte in some interval of priosink's."""
+    if result_kind(result) == PRIOSINK:
+        return [p for p in range(_PCPS)
+                if any(iv["pcp_bytes"][p] for iv in result["intervals"])]
     return list(_shares(result))
+
+
+def _total_mbps(iv):
+    """Everything priosink counted in interval IV, tagged or not, Mbit/s."""
+    return (sum(iv["pcp_bytes"]) + iv.get("untagged_bytes", 0)) \
+        * 8 / iv["len_s"] / 1e6
 
 
 def _shares(result):
@@ -211,8 +288,7 @@ def _throughput(ax, result, mpl):
         ax.axhline(share * rate / 1e6, color=colour, ls="--", lw=1,
                    gid=f"expected-{pcp}",
                    label=f"_expected PCP {pcp}")
-    total = [(sum(iv["pcp_bytes"]) + iv.get("untagged_bytes", 0))
-             * 8 / iv["len_s"] / 1e6 for iv in ivs]
+    total = [_total_mbps(iv) for iv in ivs]
     handles += ax.plot(t, total, color="black", lw=0.8, gid="total",
                        label="total received")
     handles.append(ax.axhline(rate / 1e6, color="black", ls=":", lw=1,
@@ -228,6 +304,31 @@ def _throughput(ax, result, mpl):
     ax.set_title(f"ETS shares at a {_rate(rate)} port")
     ax.grid(True, color="0.85", lw=0.5)
     _legend(ax, handles=handles)
+
+
+def _sink_throughput(ax, result, mpl):
+    """priosink -j --interval: each PCP it counted bytes of, untagged
+    frames if it had any, and the total; no reference lines (priosink
+    knows no port rate or shares)."""
+    ivs = result["intervals"]
+    t = [iv["t_s"] + iv["len_s"] / 2 for iv in ivs]
+    for pcp in pcps(result):
+        ax.plot(t, [interval_mbps(iv, pcp) for iv in ivs], color=f"C{pcp}",
+                lw=1.6, gid=f"pcp-{pcp}", label=f"PCP {pcp}")
+    if any(iv.get("untagged_bytes", 0) for iv in ivs):
+        ax.plot(t, [iv.get("untagged_bytes", 0) * 8 / iv["len_s"] / 1e6
+                    for iv in ivs], color="0.5", lw=1.2, ls="-.",
+                gid="untagged", label="untagged")
+    total = [_total_mbps(iv) for iv in ivs]
+    ax.plot(t, total, color="black", lw=0.8, gid="total",
+            label="total received")
+    ax.set_ylim(0, (max(total) or 1) * 1.1)
+    ax.set_ylabel("throughput at the receiver (Mbit/s)")
+    iface = f" on {result['interface']}" if "interface" in result else ""
+    ax.set_title(f"priosink{iface}: throughput per PCP, "
+                 f"{ivs[0]['len_s'] * 1000:g} ms intervals")
+    ax.grid(True, color="0.85", lw=0.5)
+    _legend(ax)
 
 
 def _legend(ax, **kw):
@@ -324,19 +425,23 @@ def _pause(ax, result, mpl):
 
 def plot_result(result, out_path):
     """Draw RESULT (a dict as SharesResult.as_json() gives it, maybe with
-    an "rtt" section) and write it to OUT_PATH as PNG; returns the
-    matplotlib Figure (its axes: the throughput, then, if the result has
-    them, the RTT and the time the switch kept each sender paused)."""
-    check_result(result)
+    an "rtt" section, or priosink -j output with "intervals") and write it
+    to OUT_PATH as PNG; returns the matplotlib Figure (its axes: the
+    throughput, then, if a shares result has them, the RTT and the time
+    the switch kept each sender paused)."""
+    kind = check_result(result)
     out = Path(out_path)
     if out.suffix.lower() != ".png":
         raise UsageError(f"{out}: the output is a PNG: name it *.png")
     if not out.parent.is_dir():
         raise UsageError(f"{out}: directory {out.parent} does not exist")
     mpl = _matplotlib()
-    panels = [(_throughput, 3)] + \
-        ([(_rtt, 2)] if "rtt" in result else []) + \
-        ([(_pause, 1.5)] if "pause" in result else [])
+    if kind == PRIOSINK:
+        panels = [(_sink_throughput, 3)]
+    else:
+        panels = [(_throughput, 3)] + \
+            ([(_rtt, 2)] if "rtt" in result else []) + \
+            ([(_pause, 1.5)] if "pause" in result else [])
     w, h = _SIZE_IN
     fig = mpl.Figure(figsize=(w, h + 2 * (len(panels) - 1)), dpi=_DPI)
     mpl.FigureCanvasAgg(fig)
@@ -345,7 +450,8 @@ def plot_result(result, out_path):
                                                        panels]})[:, 0]
     for ax, (draw, _) in zip(axes, panels):
         draw(ax, result, mpl)
-    axes[-1].set_xlabel("time (s)")
+    axes[-1].set_xlabel("time since priosink started (s)"
+                        if kind == PRIOSINK else "time (s)")
     fig.tight_layout()
     try:
         fig.savefig(out, format="png", dpi=_DPI)
