@@ -1,6 +1,7 @@
 """Running commands: a failed command raises with everything it said."""
 
 import subprocess
+from collections.abc import Sequence
 
 from .errors import DcblabError
 
@@ -10,7 +11,8 @@ __all__ = ["CmdError", "run"]
 class CmdError(DcblabError):
     """A command exited non-zero (or could not run at all)."""
 
-    def __init__(self, argv, rc, stdout="", stderr="", where="host"):
+    def __init__(self, argv: Sequence[str], rc: int | None, stdout: str = "",
+                 stderr: str = "", where: str = "host") -> None:
         self.argv = list(argv)
         self.rc = rc
         self.stdout = stdout

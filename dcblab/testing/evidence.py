@@ -42,11 +42,12 @@ import re
 import shutil
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..lab import DCBAPP_LOG, LLDPAD_LOG
-from .guest import clip
+from .guest import Command, Guest, clip
 
 __all__ = ["TOOLS", "TRACE_READ_MAX", "LLDPAD_READ_MAX", "LLDPAD_SHOWN",
            "Item", "GuestEvidence", "gather", "sections", "save",
@@ -194,7 +195,8 @@ class GuestEvidence:
         return [i for i in self.items if i.kind == kind]
 
 
-def gather(guests, timeout=20.0):
+def gather(guests: Iterable[Guest],
+           timeout: float = 20.0) -> list[GuestEvidence]:
     """GuestEvidence of each guest, gathered in parallel; never raises."""
     guests = list(guests)
     if not guests:
@@ -241,7 +243,8 @@ def _parse(out):
 
 # --- the report's sections -------------------------------------------------
 
-def sections(evidence, history):
+def sections(evidence: list[GuestEvidence],
+             history: list[Command]) -> list[tuple[str, str]]:
     """[(title, text)] for a failed test's report: short, one line per
     thing where possible; save() keeps the full texts."""
     out = []
@@ -293,7 +296,7 @@ def _runs_a_tool(command):
 _HEAD = re.compile(r"^filter .*?\bpref (\d+) (\S+)(.*)$")
 
 
-def filter_counters(text):
+def filter_counters(text: str) -> list[tuple]:
     """[(pref, kind, match, action, packets or None)] of `tc -s filter
     show` text, one entry per filter (not per chain/pref header)."""
     found, cur = [], None
@@ -532,7 +535,7 @@ def _indent(text, n):
 
 # --- the artefact folder ---------------------------------------------------
 
-def artefact_dir(root, nodeid):
+def artefact_dir(root: str | os.PathLike, nodeid: str) -> Path:
     """ROOT/<nodeid with every run of characters outside [A-Za-z0-9._-]
     as one "_">: tests/test_a.py::test_b[x] -> tests_test_a.py_test_b_x."""
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", nodeid).strip("_")

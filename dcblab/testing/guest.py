@@ -2,10 +2,18 @@
 recorded (exit code, duration and what it printed) for the failure
 report."""
 
+from __future__ import annotations
+
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from ..core.cmd import CmdError
+from ..guest.agent import Commands, Result
+
+if TYPE_CHECKING:
+    from ..lab.client import LabMachine
 
 __all__ = ["Guest", "Spawned", "Command", "clip", "KEEP_OUTPUT"]
 
@@ -19,7 +27,7 @@ KEEP_OUTPUT = 16 * 1024
 class Spawned:
     """A guest process started by Guest.spawn(), collected by Guest.wait()."""
     pid: int
-    argv: tuple
+    argv: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -35,12 +43,12 @@ class Command:
     guest: str
     line: str
     outcome: str = ""
-    rc: object = None
+    rc: Optional[int] = None
     stdout: str = ""
     stderr: str = ""
     at: float = field(default_factory=time.time)
 
-    def __str__(self):
+    def __str__(self) -> str:
         if not self.outcome:                      # a file write
             return f"{self.guest}: {self.line}"
         return f"{self.guest}$ {self.line}  {self.outcome}"
@@ -49,20 +57,24 @@ class Command:
 class Guest:
     """A lab machine as tests use it: run() records each command."""
 
-    def __init__(self, machine):
+    def __init__(self, machine: LabMachine) -> None:
         self.machine = machine
-        self.name = machine.name
-        self.history = []
+        self.name: str = machine.name
+        self.history: list[Command] = []
 
     @property
-    def agent(self):
+    def agent(self) -> Commands:
         return self.machine.agent
 
-    def alive(self):
+    def alive(self) -> bool:
         return self.machine.alive()
 
-    def run(self, argv, *, check=True, **kw):
-        """argv in the guest; raises CmdError on rc != 0 unless check=False."""
+    def run(self, argv: Sequence[str], *, check: bool = True,
+            **kw: Any) -> Result:
+        """argv in the guest; raises CmdError on rc != 0 unless check=False.
+
+        Keywords go to the agent: ``input=`` (standard input, str or
+        bytes), ``timeout=`` (seconds, default 30), ``env=``."""
         t0 = time.monotonic()
         # A command's standard input (an `ip -batch -`'s lines) is part
         # of what it was asked to do.
@@ -80,13 +92,14 @@ class Guest:
                    res.stdout, res.stderr, stdin)
         return res
 
-    def spawn(self, argv, **kw):
+    def spawn(self, argv: Sequence[str], **kw: Any) -> Spawned:
         """Start argv in the guest without waiting for it."""
         pid = self.agent.spawn(argv, **kw)
         self._note(argv, f"& (guest pid {pid})")
         return Spawned(pid, tuple(argv))
 
-    def wait(self, spawned, timeout=30.0, check=True):
+    def wait(self, spawned: Spawned, timeout: float = 30.0,
+             check: bool = True) -> Result:
         """The Result of a spawned process once it exited."""
         try:
             res = self.agent.wait(spawned.pid, list(spawned.argv), timeout)
@@ -101,16 +114,19 @@ class Guest:
                            where=self.name)
         return res
 
-    def release(self):
+    def release(self) -> None:
         """Let go of the guest's agent socket, which takes one client at a
         time, so another client (a `dcblab exec`) can use it; the next
         command reconnects."""
         self.agent.close()
 
-    def read(self, path):
+    def read(self, path: str) -> str:
+        """A guest file's content as text."""
         return self.agent.read_file(path).decode(errors="replace")
 
-    def write(self, path, data):
+    def write(self, path: str, data: Union[str, bytes]) -> None:
+        """Write data to a guest file (created or truncated); up to 48 KiB
+        in one write(2)."""
         self.history.append(Command(self.name,
                                     f"write {path} <- {data!r:.200}"))
         self.agent.write_file(path, data)
@@ -128,7 +144,7 @@ class Guest:
                                     clip(stdout or ""), clip(stderr or "")))
 
 
-def clip(text, limit=KEEP_OUTPUT):
+def clip(text: str, limit: int = KEEP_OUTPUT) -> str:
     """text, or its head and tail with a note of what was cut between."""
     if len(text) <= limit:
         return text

@@ -17,7 +17,12 @@ lab inside the test run), CI saw one take over 10 s. SCAN_TIMEOUT leaves
 room for that; a scan that outlasts it is still an error.
 """
 
+from typing import TYPE_CHECKING
+
 __all__ = ["Kmemleak", "KMEMLEAK", "MIN_AGE_S"]
+
+if TYPE_CHECKING:
+    from .guest import Guest
 
 KMEMLEAK = "/sys/kernel/debug/kmemleak"
 MIN_AGE_S = 5  # mm/kmemleak.c: MSECS_MIN_AGE
@@ -25,10 +30,12 @@ SCAN_TIMEOUT = 120.0
 
 
 class Kmemleak:
-    def __init__(self, guest):
+    """kmemleak of one guest (a Guest)."""
+
+    def __init__(self, guest: "Guest") -> None:
         self.guest = guest
 
-    def scan(self):
+    def scan(self) -> str:
         """Scan now; the report text of new suspected leaks, or ""."""
         self.guest.agent.write_file(KMEMLEAK, "scan", timeout=SCAN_TIMEOUT)
         text = self.guest.agent.read_file(KMEMLEAK, timeout=SCAN_TIMEOUT).decode(errors="replace")
