@@ -6,6 +6,9 @@
 # UBSAN) instead of the lab kernel; SUITE=... narrows what `make test` runs
 # (default: tests/ and the teaching labs, docs/labs/). BACKEND=libvirt runs
 # the suite's labs as libvirt domains (default: qemu, or DCBLAB_BACKEND).
+# PATCHES=DIR runs the suite on the series plus your own patches, KERNEL=PATH
+# on a bzImage built elsewhere (docs/own-kernel.md); PYTEST_ARGS=... adds
+# pytest arguments (-x, -k EXPR).
 
 BUILD ?= $(CURDIR)/build
 FLAVOUR ?= lab
@@ -54,7 +57,8 @@ help:
 	@echo "                   (kernel, checkpatch, check-series run only when their inputs"
 	@echo "                   changed since their last clean run; FORCE=1 runs them anyway)"
 	@echo "  make test        everything above, then the pytest suite (SUITE=..., FLAVOUR=debug,"
-	@echo "                   BACKEND=libvirt)"
+	@echo "                   BACKEND=libvirt, PYTEST_ARGS=...; PATCHES=DIR: on the series plus"
+	@echo "                   your patches, KERNEL=PATH: on your bzImage; docs/own-kernel.md)"
 	@echo "  make labs        run the teaching labs (docs/labs/) in a lab, one line per lab"
 	@echo "  make demo        the DCB priority demo: a switch VM and three hosts, ETS shares live, build/demo/shares.png"
 	@echo "  make bench       measured figures: build time, boot times; also times the"
@@ -148,18 +152,27 @@ checkpatch: deps
 check-series: deps
 	$(PY) -m dcblab.build check-series $(FORCE_ARG)
 
+# The kernel the suite's labs boot, as DCBLAB_KERNEL (paths.boot_kernel):
+# PATCHES=DIR's, built by dcblab.build kernel-with (progress on stderr,
+# the bzImage's path on stdout), or KERNEL=PATH; neither: the flavour's.
+# Its embedded config is checked before a lab boots (paths.check_images).
+TEST_KERNEL = $(if $(and $(PATCHES),$(KERNEL)),echo "make $@: PATCHES=DIR or KERNEL=PATH (not both)" >&2; exit 2;) \
+	$(if $(PATCHES),k=$$($(PY) -m dcblab.build kernel-with --patches "$(PATCHES)") || exit $$?; \
+		export DCBLAB_KERNEL="$$k";) \
+	$(if $(KERNEL),export DCBLAB_KERNEL="$(abspath $(KERNEL))";)
+
 # pytest's exit 5 (nothing collected) is a failure, not a pass.
 # --durations: the slowest tests, what CI's time budget is spent on.
-PYTEST = $(PY) -m pytest --durations=15 $(if $(BACKEND),--dcblab-backend $(BACKEND)) $(1); rc=$$?; \
+PYTEST = $(PY) -m pytest --durations=15 $(if $(BACKEND),--dcblab-backend $(BACKEND)) $(PYTEST_ARGS) $(1); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make $@: pytest collected no tests: failing" >&2; exit 1; fi; \
 	exit $$rc
 
 test: kernel image tools-check checkpatch check-series
-	$(call PYTEST,$(SUITE))
+	$(TEST_KERNEL) $(call PYTEST,$(SUITE))
 
 # The teaching labs alone (make test runs them too): one line per lab.
 labs: kernel image
-	$(call PYTEST,-q docs/labs/ tests/test_lab_troubleshoot.py tests/test_lab_without_patch.py)
+	$(TEST_KERNEL) $(call PYTEST,-q docs/labs/ tests/test_lab_troubleshoot.py tests/test_lab_without_patch.py)
 
 demo: kernel image
 	$(PY) bin/dcblab demo

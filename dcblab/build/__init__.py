@@ -11,9 +11,12 @@ stamps   what lets checkpatch, check-series and the kernel's make run
 iproute2 the guests' ``dcb``: Debian's iproute2 source with
          iproute2-patches/, fetched with apt into BUILD/iproute2
 variants the series minus one patch, each in its own BUILD, for the
-         patches' costs in ``make bench``
+         patches' costs in ``make bench``; the series plus a user's
+         patches (``make test PATCHES=DIR``, ``dcblab test
+         --dcblab-patches DIR``)
 main     ``python3 -m dcblab.build kernel|patch|checkpatch|check-series|dcb
-         [--flavour NAME] [--force]``
+         [--flavour NAME] [--force]``, ``kernel-without --patch N``,
+         ``kernel-with --patches DIR``
 
 Imports only dcblab.core.
 """

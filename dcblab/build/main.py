@@ -12,7 +12,7 @@ from . import iproute2, kernel
 from .checks import checkpatch
 from .common import Step, say
 from .series import apply_patches, check_series
-from .variants import kernel_without, patch_named
+from .variants import kernel_with, kernel_without, patch_named
 
 __all__ = ["main"]
 
@@ -22,12 +22,19 @@ def main(argv=None):
                                  description=kernel.__doc__,
                                  formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("what", choices=["kernel", "patch", "checkpatch",
-                                     "check-series", "dcb", "kernel-without"])
+                                     "check-series", "dcb", "kernel-without",
+                                     "kernel-with"])
     ap.add_argument("--patch", metavar="NNNN",
                     help="kernel-without: the patch the series leaves out "
                          "(its number or file name); the lab flavour's "
                          "kernel is built in BUILD/variants/without-NNNN/ "
                          "and its bzImage's path printed")
+    ap.add_argument("--patches", metavar="DIR",
+                    help="kernel-with: a directory of your own patches "
+                         "(its series file, else its *.patch files in name "
+                         "order), applied after the series; the kernel is "
+                         "built in BUILD/variants/plus-HASH/, progress on "
+                         "stderr, its bzImage's path alone on stdout")
     ap.add_argument("--flavour", metavar="NAME",
                     help=f"kernel flavour: {', '.join(FLAVOURS)} (default: "
                          f"$FLAVOUR, else {DEFAULT})")
@@ -51,6 +58,13 @@ def main(argv=None):
             say(f"kernel without {args.patch} ready in {took:.1f}s")
             print(bz)
             return 0
+        if args.what == "kernel-with":
+            if not args.patches:
+                raise UsageError("kernel-with needs --patches DIR")
+            bz, took = kernel_with(args.patches, name, progress=_to_stderr)
+            _to_stderr(f"kernel plus {args.patches} ready in {took:.1f}s")
+            print(bz)
+            return 0
         t0 = time.monotonic()
         with Step("extract"):
             kernel.extract()
@@ -68,3 +82,7 @@ def main(argv=None):
     except DcblabError as e:
         print(f"dcblab: error: {e}", file=sys.stderr)
         return e.exit_code
+
+
+def _to_stderr(msg):
+    print(f"dcblab: {msg}", file=sys.stderr, flush=True)

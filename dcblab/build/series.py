@@ -25,7 +25,7 @@ from .stamps import Stamp, check_stamp_path, run_once, tool_version
 
 __all__ = ["read_series", "series_digests", "quilt_files", "apply_patches",
            "failed_hunks", "check_series", "check_applies",
-           "check_each_applies"]
+           "check_each_applies", "first_failure"]
 
 
 def read_series(patch_dir=None):
@@ -181,6 +181,28 @@ def _push_failure(name, patch_dir, result, n_done, n_want):
     lines.append(f"fix {patch_dir / name} and run `make kernel` "
                  "again: applied patches stay, the rest resume")
     return "\n".join(lines)
+
+
+def first_failure(text):
+    """(patch name, where) of the first patch a build's output (an
+    apply_patches failure, _push_failure's text) says does not apply,
+    where its first failing hunk: "FILE: hunk #N FAILED", or "FILE does
+    not exist", or quilt's first line; None if text says none."""
+    m = re.search(r"^(?:dcblab: error: )?patch (\S+) does not apply", text,
+                  re.M)
+    if m is None:
+        return None
+    rest = text[m.end():]
+    hunk = re.search(r"^--- (\S+): hunk #(\d+) FAILED ---$", rest, re.M)
+    if hunk:
+        return m.group(1), f"{hunk.group(1)}: hunk #{hunk.group(2)} FAILED"
+    gone = re.search(r"^\|\+\+\+ b/(\S+)\n(?:.*\n)*?No file to patch",
+                     rest, re.M)
+    if gone:
+        return m.group(1), f"{gone.group(1)} does not exist"
+    said = [ln.strip() for ln in rest.splitlines()[1:]
+            if ln.strip() and not ln.startswith("Applying patch")]
+    return m.group(1), said[0] if said else "quilt gave no reason"
 
 
 def check_series(force=False):

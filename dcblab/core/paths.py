@@ -8,8 +8,10 @@ others), so switching flavour never rebuilds the other one.
 
 Two environment variables point elsewhere: ``DCBLAB_KERNEL`` (a bzImage
 labs boot instead of the flavour's; ``make bench`` boots the series-minus-
-one kernels with it) and ``DCBLAB_PATCH_DIR`` (the patch directory a build
-reads instead of ``kernel-patches/``; those kernels' builds use it).
+one kernels with it, ``make test PATCHES=`` or ``KERNEL=`` your own; its
+embedded config is checked first, check_images) and ``DCBLAB_PATCH_DIR``
+(the patch directory a build reads instead of ``kernel-patches/``; those
+kernels' builds use it).
 """
 
 import contextlib
@@ -21,7 +23,8 @@ from .flavours import DEFAULT, flavour
 
 __all__ = ["ROOT", "build_dir", "kernel_src", "kernel_obj", "bzimage",
            "boot_kernel", "KERNEL_ENV", "initramfs", "missing_images",
-           "check_images", "MissingImages", "default_topology",
+           "check_images", "MissingImages", "UnfitKernel",
+           "default_topology",
            "KERNEL_TARBALL", "PATCH_DIR", "TOPOLOGY_DIR", "suite_times"]
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -98,6 +101,11 @@ class MissingImages(DcblabError):
     """A boot image (kernel or initramfs) has not been built."""
 
 
+class UnfitKernel(MissingImages):
+    """$DCBLAB_KERNEL lacks an option the labs need, or its options cannot
+    be read (bzimage.missing_options)."""
+
+
 def missing_images(flavour_name=None):
     """The boot images (kernel, initramfs) not built yet, as strings."""
     return [str(p) for p in (boot_kernel(flavour_name), initramfs())
@@ -116,3 +124,13 @@ def check_images(flavour_name=None):
         raise MissingImages(f"missing {', '.join(missing)}: run `make kernel "
                             f"image{how}` (or `make test{how}`, which builds "
                             "them)")
+    if os.environ.get(KERNEL_ENV):
+        # A kernel built elsewhere: its embedded .config checked before a
+        # lab boots it (bzimage reads this module: imported here).
+        from .bzimage import BzImageError, missing_options
+        try:
+            lacks = missing_options(boot_kernel(flavour_name), flavour_name)
+        except BzImageError as e:
+            lacks = [f"KERNEL: {e}"]
+        if lacks:
+            raise UnfitKernel("\n".join(lacks))

@@ -2,7 +2,8 @@
 and restored by later ``up``s of the same lab instead of booted.
 
 A snapshot lives in BUILD/snapshots/SLOT/ (SLOT: topology name, backend,
-flavour; one snapshot per slot): ``meta.json`` and one saved state per
+flavour, and $DCBLAB_KERNEL's path when that is another kernel than the
+flavour's, slot_name; one snapshot per slot): ``meta.json`` and one saved state per
 guest (QEMU's migration stream; on the libvirt backend libvirt's save
 image, which holds one). It is used only while its key still
 holds: the key is a digest of everything that makes a saved guest wrong
@@ -86,7 +87,15 @@ def store() -> Path:
 
 
 def slot_name(topology_name, backend, flavour):
-    return f"{topology_name}-{backend}-{flavour}"
+    """topology-backend-flavour; with $DCBLAB_KERNEL another kernel than
+    the flavour's, a slot of that kernel's own (-kHASH of its path): its
+    labs, booting cold against the flavour's snapshot, would otherwise
+    replace it, and the next lab on the flavour's kernel boot cold too."""
+    slot = f"{topology_name}-{backend}-{flavour}"
+    kernel = paths.boot_kernel(flavour)
+    if kernel.resolve() == paths.bzimage(flavour).resolve():
+        return slot
+    return f"{slot}-k{hashlib.sha256(str(kernel).encode()).hexdigest()[:8]}"
 
 
 def tsc_khz():
