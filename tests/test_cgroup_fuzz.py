@@ -58,10 +58,10 @@ def _ours(guest):
 
 
 @pytest.fixture(scope="module")
-def fuzz_run(lab):
+def fuzz_run(request, dcblab_labs):
     """One cgfuzz run in h1: (seed, its JSON report, its stderr, the
     cgfuzz objects found in h1 before and after it)."""
-    guest = lab.h1
+    guest = dcblab_labs.for_node(request.node).h1
     seed = fuzz_seed("cgfuzz")
     print(f"cgfuzz seed {seed} (replay: {SEED_ENV}={seed})")
     before = _ours(guest)

@@ -37,8 +37,9 @@ ALL = ("h1", "h2")
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _without_lldpad(lab):
-    with lldpad_stopped(_guests(lab)):
+def _without_lldpad(request, dcblab_labs):
+    # module-scoped: the lab through dcblab_labs (lab is per test)
+    with lldpad_stopped(_guests(dcblab_labs.for_node(request.node))):
         yield
 
 

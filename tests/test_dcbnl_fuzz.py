@@ -80,10 +80,10 @@ def _time_bound():
 
 
 @pytest.fixture(scope="module")
-def fuzz_run(lab):
+def fuzz_run(request, dcblab_labs):
     """One dcbfuzz run in h1 with lldpad stopped: (seed, its JSON report,
     its stderr, the device before and after it)."""
-    guest = lab.h1
+    guest = dcblab_labs.for_node(request.node).h1
     seed = fuzz_seed("dcbfuzz")
     bound, _ = _time_bound()
     print(f"dcbfuzz seed {seed} (replay: {SEED_ENV}={seed})")

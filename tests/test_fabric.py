@@ -34,8 +34,8 @@ LOAD = 1.2
 
 
 @pytest.fixture(scope="module")
-def port(fabric):
-    sw, port, rx = congested_port(fabric.topology)
+def port(dcblab_labs):
+    sw, port, rx = congested_port(dcblab_labs.get("dcb-fabric").topology)
     assert (sw.name, port.name, rx) == ("sw", "swp3", "h3")
     return port
 

@@ -13,6 +13,7 @@ rest checks the pieces without a guest.
 
 import re
 import subprocess
+from xml.etree import ElementTree
 
 import pytest
 
@@ -63,6 +64,12 @@ def test_fails_on_purpose(lab):
 '''
 
 
+# docs/writing-tests.md's conftest.py example: the hook as users see it.
+OWN_EVIDENCE = re.search(r"^<!-- example: conftest.py -->\n```python\n"
+                         r"(.*?)^```", (ROOT / "docs" / "writing-tests.md")
+                         .read_text(), re.M | re.S).group(1)
+
+
 NEEDS_LAB = '''
 def test_first_needs_the_lab(lab):
     pass
@@ -107,9 +114,35 @@ def test_failed_test_reports_and_keeps_the_guests_evidence(inner, pytester):
     folder.mkdir(parents=True)
     (folder / "stale.txt").write_text("from a former run\n")
 
-    res = inner("test_inner_traffic", TRAFFIC)
+    pytester.makeconftest(OWN_EVIDENCE)
+    junit = pytester.path / "junit.xml"
+    res = inner("test_inner_traffic", TRAFFIC, f"--junitxml={junit}")
     res.assert_outcomes(failed=1, errors=1)
     out = res.stdout.str()
+
+    # A user's own evidence (the hookspec), in the report and report.txt.
+    ets = _section(out, "h2's ETS")
+    assert re.search(r"^prio-tc 0:0 1:0 2:0 3:0 4:0 5:0 6:0 7:0 ?$", ets,
+                     re.M), ets
+    assert f"----- h2's ETS -----\n{ets.strip()}" in \
+        (folder / "report.txt").read_text()
+    # The junit XML: the folder with the test, the run with the suite.
+    xml = ElementTree.parse(junit).getroot()
+    # (pytest writes a test that failed and then erred at teardown as two
+    # testcases; the properties go with the second)
+    props = [(p.get("name"), p.get("value")) for case in xml.iterfind(
+        ".//testcase[@name='test_fails_after_traffic']")
+        for p in case.iter("property")]
+    assert props == [("dcblab_artefacts", str(folder)),
+                     ("dcblab_artefacts", str(folder / "teardown"))]
+    suite = {p.get("name"): p.get("value")
+             for p in xml.find("testsuite").find("properties")}
+    assert suite["dcblab_kernel"] == str(KERNEL)
+    assert (suite["dcblab_flavour"], suite["dcblab_backend"]) == \
+        ("lab", "qemu")
+    assert any(k.startswith("dcblab_lab_pytest-") and
+               re.fullmatch(r"two-hosts up in [\d.]+ s", v)
+               for k, v in suite.items()), suite
 
     tools = _section(out, "priosend/priosink")
     assert f'"sent":{COUNT}' in tools
@@ -170,9 +203,9 @@ def test_keep_lab_on_failure_leaves_the_lab_up_until_down(inner):
         set(re.findall(r"(pytest-\d+)-keeper\.log", out))
     try:
         res.assert_outcomes(failed=1)
-        m = re.search(r"^lab (pytest-\d+) kept up: `bin/dcblab status --name "
-                      r"\1`, `bin/dcblab shell --name \1 h2`, `bin/dcblab "
-                      r"down --name \1`$", out, re.M)
+        m = re.search(r"^lab (pytest-\d+) kept up: `(\S+) status --name "
+                      r"\1`, `\2 shell --name \1 h2`, `\2 down --name "
+                      r"\1`$", out, re.M)
         assert m, out
         name = m.group(1)
         # The inner pytest has exited: the lab is up and has no owner.

@@ -39,12 +39,12 @@ WITHOUT_0004 = [
 
 
 @pytest.fixture(scope="module")
-def without_0004():
+def without_0004(request):
     """A two-hosts lab on the kernel without 0004: built on first use
     (ccache makes it ~2 min after the lab kernel's build), booted cold."""
     bzimage, _ = kernel_without(patch_named("0004"))
     # kernel_without() builds the lab flavour, whatever the session's
-    yield from lab_on_kernel(bzimage, f"no0004-{os.getpid()}",
+    yield from lab_on_kernel(request, bzimage, f"no0004-{os.getpid()}",
                              flavour_name="lab")
 
 

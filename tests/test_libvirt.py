@@ -315,5 +315,5 @@ def test_pytest_reports_the_backend_it_was_given(pytester, monkeypatch, how):
                         "    print('env', os.environ['DCBLAB_BACKEND'])\n")
     res = pytester.runpytest_subprocess(*args)
     assert res.ret == 0, res.stdout.str() + res.stderr.str()
-    res.stdout.fnmatch_lines(["dcblab: kernel flavour *, libvirt backend",
-                              "*env libvirt*"])
+    res.stdout.fnmatch_lines([
+        "dcblab: kernel *, flavour *, libvirt backend, *", "*env libvirt*"])

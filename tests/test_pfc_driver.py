@@ -27,7 +27,8 @@ def _speed(g, mbps):
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _without_lldpad(lab):
+def _without_lldpad(request, dcblab_labs):
+    lab = dcblab_labs.for_node(request.node)
     with lldpad_stopped([lab.h1, lab.h2]):
         yield
 

@@ -31,7 +31,8 @@ PRIO_TC = ["0:0", "1:0", "2:1", "3:1", "4:2", "5:2", "6:3", "7:3"]
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _partitioned(lab):
+def _partitioned(request, dcblab_labs):
+    lab = dcblab_labs.for_node(request.node)
     with lldpad_stopped([lab.h1, lab.h2]):
         yield
 

@@ -16,16 +16,16 @@ from sybil import Region, Sybil
 
 from ..core import paths
 from .dcb import switch_pfc_back
+from .plugin import TOPOLOGY
 from .labdoc import (DEFAULT_TOPOLOGY, LabDocError, LabRun, causes,
                      failure_text, guest_runner, host_runner, parse,
                      topology_of)
 
 __all__ = ["pytest_collect_file", "course", "LABS_DIR", "SYBIL",
-           "SESSION_LABS", "session_lab", "pytest_terminal_summary",
-           "pytest_runtest_logreport"]
+           "SESSION_LABS", "session_lab", "pytest_configure",
+           "pytest_collection_modifyitems"]
 
 LABS_DIR = paths.ROOT / "docs" / "labs"
-_results = {}   # lab file -> {"passed": n, "failed": n, "skipped": n, "s": t, "first": line}
 
 
 def _parser(document):
@@ -69,11 +69,11 @@ def _evaluate(example):
     return None
 
 
-# The session fixture (dcblab.testing.plugin) of each topology a lab may
-# name. A lab's blocks request theirs by name, beside ``course``: the
-# fabric's then run with the fabric's tests, after all the others
-# (plugin.pytest_collection_modifyitems sorts by the fixtures an item
-# uses), and a fabric lab never boots the two-hosts lab.
+# The fixture (dcblab.testing.plugin) of each topology a lab may name. A
+# lab's blocks request theirs by name, beside ``course``, and carry its
+# topology (pytest_collection_modifyitems): the fabric's then run with
+# the fabric's tests, after all the others (the plugin orders tests by
+# topology), and a fabric lab never boots the two-hosts lab.
 SESSION_LABS = {DEFAULT_TOPOLOGY: "lab", "dcb-fabric": "fabric"}
 
 
@@ -97,6 +97,25 @@ def session_lab(path, text):
     return SESSION_LABS[topology]
 
 
+def _topology_file(path):
+    """The topology file a lab file names."""
+    return (paths.TOPOLOGY_DIR / f"{topology_of(path.read_text())}.toml") \
+        .resolve()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """Each block's topology, for the plugin's ordering by topology and
+    its labs' lifetimes (a sybil item has no ``fixturenames``)."""
+    files = {}
+    for item in items:
+        path = Path(item.path)
+        if path.suffix == ".md" and SYBIL.should_parse(path):
+            if path not in files:
+                files[path] = _topology_file(path)
+            item.stash[TOPOLOGY] = files[path]
+
+
 def pytest_collect_file(file_path, parent):
     if not SYBIL.should_parse(file_path):
         return None
@@ -105,46 +124,58 @@ def pytest_collect_file(file_path, parent):
 
 
 @pytest.fixture(scope="module")
-def course(request):
+def course(request, dcblab_labs):
     """The session's lab of the lab file's topology: at the baseline when
     its first block runs, restored after its last (and its switches'
     PFC put back, for a lab that turned it off and failed before it
     turned it on again)."""
-    path = Path(request.path)
-    handle = request.getfixturevalue(session_lab(path, path.read_text()))
+    handle = dcblab_labs.get(_topology_file(Path(request.path)))
     handle.restore()
     yield handle
     handle.restore()
     switch_pfc_back(handle)
 
 
-def pytest_runtest_logreport(report):
-    path, _, _ = report.location
-    if not path.endswith(".md") or report.when == "teardown" and \
-            report.passed:
-        return
-    r = _results.setdefault(path, {"passed": 0, "failed": 0, "skipped": 0,
-                                   "s": 0.0, "first": None})
-    if report.when == "call" or report.failed or report.skipped:
-        outcome = report.outcome
-        r[outcome] += 1
-        if report.failed and r["first"] is None:
-            r["first"] = report.location[1]
-    r["s"] += report.duration
+class _Results:
+    """One line per lab file at the end: blocks passed, failed, skipped
+    and seconds. A plugin object of the session (pytest_runtest_logreport
+    gets no config), so two sessions in one process share nothing."""
+
+    def __init__(self):
+        # lab file -> {"passed": n, "failed": n, "skipped": n, "s": t,
+        # "first": line of the first failed block}
+        self.files = {}
+
+    def pytest_runtest_logreport(self, report):
+        path, _, _ = report.location
+        if not path.endswith(".md") or report.when == "teardown" and \
+                report.passed:
+            return
+        r = self.files.setdefault(path, {"passed": 0, "failed": 0,
+                                         "skipped": 0, "s": 0.0,
+                                         "first": None})
+        if report.when == "call" or report.failed or report.skipped:
+            r[report.outcome] += 1
+            if report.failed and r["first"] is None:
+                r["first"] = report.location[1]
+        r["s"] += report.duration
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if not self.files:
+            return
+        tr = terminalreporter
+        tr.write_sep("-", "dcblab teaching labs")
+        for path, r in sorted(self.files.items()):
+            blocks = r["passed"] + r["failed"] + r["skipped"]
+            if r["failed"]:
+                state = f"FAILED at line {r['first']}"
+                if r["skipped"]:
+                    state += f" ({r['skipped']} later blocks not run)"
+            else:
+                state = "passed"
+            tr.write_line(f"{path:44s} {state:10s} {blocks:2d} blocks "
+                          f"{r['s']:6.1f} s")
 
 
-def pytest_terminal_summary(terminalreporter):
-    if not _results:
-        return
-    tr = terminalreporter
-    tr.write_sep("-", "dcblab teaching labs")
-    for path, r in sorted(_results.items()):
-        blocks = r["passed"] + r["failed"] + r["skipped"]
-        if r["failed"]:
-            state = f"FAILED at line {r['first']}"
-            if r["skipped"]:
-                state += f" ({r['skipped']} later blocks not run)"
-        else:
-            state = "passed"
-        tr.write_line(f"{path:44s} {state:10s} {blocks:2d} blocks "
-                      f"{r['s']:6.1f} s")
+def pytest_configure(config):
+    config.pluginmanager.register(_Results(), "dcblab-lab-results")
