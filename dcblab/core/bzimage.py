@@ -29,7 +29,7 @@ from .errors import DcblabError
 from .flavours import flavour
 
 __all__ = ["bzimage_version", "runs_build", "embedded_config",
-           "needed_options", "missing_options", "kernel_problem",
+           "needed_options", "missing_options",
            "BzImageError", "BUILD_ONLY", "MARKER"]
 
 MARKER = b"IKCFG_ST"
@@ -227,17 +227,3 @@ def missing_options(bzimage, flavour_name=None):
     return [f"KERNEL: {bzimage} lacks {name} (needed for {why})"
             for name, why in needed_options(flavour_name).items()
             if config.get(name) != "y"]
-
-
-def kernel_problem(bzimage, flavour_name=None):
-    """missing_options as one message ('' when none): the first line,
-    and how many more when there are more."""
-    try:
-        lines = missing_options(bzimage, flavour_name)
-    except BzImageError as e:
-        return f"KERNEL: {e}"
-    if len(lines) > 1:
-        return (f"{lines[0]}; and {len(lines) - 1} more option(s): "
-                + ", ".join(ln.split(" lacks ")[1].split(" ")[0]
-                            for ln in lines[1:]))
-    return lines[0] if lines else ""

@@ -23,7 +23,7 @@ from .flavours import DEFAULT, flavour
 
 __all__ = ["ROOT", "build_dir", "kernel_src", "kernel_obj", "bzimage",
            "boot_kernel", "KERNEL_ENV", "initramfs", "missing_images",
-           "check_images", "MissingImages", "UnfitKernel",
+           "check_images", "check_kernel", "MissingImages", "UnfitKernel",
            "default_topology",
            "KERNEL_TARBALL", "PATCH_DIR", "TOPOLOGY_DIR", "suite_times"]
 
@@ -125,12 +125,17 @@ def check_images(flavour_name=None):
                             f"image{how}` (or `make test{how}`, which builds "
                             "them)")
     if os.environ.get(KERNEL_ENV):
-        # A kernel built elsewhere: its embedded .config checked before a
-        # lab boots it (bzimage reads this module: imported here).
-        from .bzimage import BzImageError, missing_options
-        try:
-            lacks = missing_options(boot_kernel(flavour_name), flavour_name)
-        except BzImageError as e:
-            lacks = [f"KERNEL: {e}"]
-        if lacks:
-            raise UnfitKernel("\n".join(lacks))
+        check_kernel(boot_kernel(flavour_name), flavour_name)
+
+
+def check_kernel(kernel, flavour_name=None):
+    """Raise UnfitKernel, one line per missing option, unless kernel (a
+    bzImage built elsewhere) has every option the labs need in its
+    embedded .config (bzimage reads this module: imported here)."""
+    from .bzimage import BzImageError, missing_options
+    try:
+        lacks = missing_options(kernel, flavour_name)
+    except BzImageError as e:
+        lacks = [f"KERNEL: {e}"]
+    if lacks:
+        raise UnfitKernel("\n".join(lacks))

@@ -76,7 +76,7 @@ import pytest
 
 from ..core import paths
 from .. import backends
-from ..core.bzimage import bzimage_version, missing_options
+from ..core.bzimage import bzimage_version
 from ..core.errors import DcblabError
 from ..core.flavours import flavour
 from ..lab import Lab, reap
@@ -234,9 +234,7 @@ def _own_kernel(config):
     kernel = Path(config.invocation_params.dir, given).resolve()
     if not kernel.is_file():
         raise DcblabError(f"--dcblab-kernel {given}: no such file")
-    lacks = missing_options(kernel)
-    if lacks:
-        raise DcblabError("\n".join(lacks))
+    paths.check_kernel(kernel)
     os.environ[paths.KERNEL_ENV] = str(kernel)
 
 
