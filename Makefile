@@ -25,7 +25,8 @@ DEBIAN_PACKAGES := linux-source-6.1 build-essential flex bison bc \
 	python3-pytest python3-ply python3-git python3-matplotlib \
 	python3-sybil python3-pip python3-setuptools python3-venv nftables \
 	libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients python3-libvirt \
-	ibverbs-providers ibverbs-utils rdmacm-utils perftest ccache
+	ibverbs-providers ibverbs-utils rdmacm-utils perftest ccache \
+	openssh-server openssh-client netcat-openbsd
 
 IMAGE := $(BUILD)/initramfs.cpio
 # The guests' dcb: Debian's iproute2 source with iproute2-patches/
@@ -69,8 +70,10 @@ help:
 	@echo "  make clean       remove $(BUILD)"
 
 # Packages whose install would start and enable a daemon on this host
-# that the lab runs only in its guests.
-GUEST_DAEMONS := lldpad qemu-guest-agent
+# that the lab runs only in its guests (or, sshd, in its simulated
+# machines): PACKAGE, or PACKAGE:SERVICE when the daemon's systemd units
+# and sysv script are named otherwise.
+GUEST_DAEMONS := lldpad qemu-guest-agent openssh-server:ssh
 # Where deps looks (tests/test_build_glue.py points them at a fake root).
 POLICY_RC ?= /usr/sbin/policy-rc.d
 SYSCONF ?= /etc
@@ -97,21 +100,26 @@ deps:
 	echo "deps: installing $$missing"; \
 	[ "$$(id -u)" = 0 ] || { echo "deps: run as root (or sudo make deps) to install them" >&2; exit 1; }; \
 	export DEBIAN_FRONTEND=noninteractive; \
-	daemons=; for d in $(GUEST_DAEMONS); do \
-		case " $$missing " in *" $$d "*) daemons="$$daemons $$d";; esac; done; \
+	daemons=; for w in $(GUEST_DAEMONS); do \
+		case " $$missing " in *" $${w%%:*} "*) daemons="$$daemons $$w";; esac; done; \
 	if [ -n "$$daemons" ] && [ ! -e $(POLICY_RC) ]; then \
 		printf '#!/bin/sh\nexit 101\n' > $(POLICY_RC); chmod 755 $(POLICY_RC); \
 		trap 'rm -f $(POLICY_RC)' EXIT; \
 	fi; \
 	apt-get update -q && apt-get install -y -q --no-install-recommends $$missing || exit 1; \
-	for d in $$daemons; do \
-		DPKG_MAINTSCRIPT_PACKAGE=$$d deb-systemd-helper disable $$d.service $$d.socket >/dev/null 2>&1; \
+	for w in $$daemons; do \
+		p=$${w%%:*}; d=$${w#*:}; \
+		DPKG_MAINTSCRIPT_PACKAGE=$$p deb-systemd-helper disable $$d.service $$d.socket >/dev/null 2>&1; \
 		update-rc.d $$d disable >/dev/null 2>&1; \
 		left=$$(ls -d $(SYSCONF)/systemd/system/*.wants/$$d.* $(SYSCONF)/rc[2-5].d/S[0-9][0-9]$$d 2>/dev/null); \
 		if [ -n "$$left" ]; then \
-			echo "deps: $$d is still enabled on this host (" $$left "): disable it by hand (the lab runs it in its guests only)" >&2; exit 1; \
+			echo "deps: $$d is still enabled on this host (" $$left "): disable it by hand (the lab never runs it as this host's service)" >&2; exit 1; \
 		fi; \
-		echo "deps: $$d installed for the guest image only: not started, not enabled on this host"; \
+		if [ "$$p" = "$$d" ]; then \
+			echo "deps: $$d installed for the guest image only: not started, not enabled on this host"; \
+		else \
+			echo "deps: $$p installed for the lab only: its service $$d not started, not enabled on this host"; \
+		fi; \
 	done
 
 # FORCE=1: run the kernel's make, checkpatch and check-series even when

@@ -26,13 +26,15 @@ echo "$*" >> "$FAKE/apt.log"
 [ "$1" = install ] || exit 0
 [ -e "$POLICY_RC" ] && echo "policy-rc.d present" >> "$FAKE/apt.log"
 for p in "$@"; do
-    case $p in lldpad|qemu-guest-agent)
-        mkdir -p "$SYSCONF/systemd/system/multi-user.target.wants" \\
-            "$SYSCONF/rc2.d"
-        ln -sf /lib/systemd/system/$p.service \\
-            "$SYSCONF/systemd/system/multi-user.target.wants/$p.service"
-        ln -sf ../init.d/$p "$SYSCONF/rc2.d/S01$p";;
+    # openssh-server's daemon is ssh (ssh.service, init.d/ssh).
+    case $p in lldpad|qemu-guest-agent) d=$p;; openssh-server) d=ssh;;
+        *) continue;;
     esac
+    mkdir -p "$SYSCONF/systemd/system/multi-user.target.wants" \\
+        "$SYSCONF/rc2.d"
+    ln -sf /lib/systemd/system/$d.service \\
+        "$SYSCONF/systemd/system/multi-user.target.wants/$d.service"
+    ln -sf ../init.d/$d "$SYSCONF/rc2.d/S01$d"
 done
 """,
     "update-rc.d": """#!/bin/sh
@@ -88,6 +90,25 @@ def test_guest_daemons_are_kept_from_starting_and_left_disabled(fake):
     assert r.stdout.splitlines()[-2:] == [
         f"deps: {d} installed for the guest image only: not started, not "
         "enabled on this host" for d in ("lldpad", "qemu-guest-agent")]
+
+
+def test_a_daemon_named_apart_from_its_package_is_left_disabled(fake):
+    """openssh-server's daemon is ssh: GUEST_DAEMONS names it
+    openssh-server:ssh, and deps disables ssh's units."""
+    r = _deps(fake, "iproute2 openssh-server")
+    assert r.returncode == 0, r.stderr
+    etc = fake / "etc"
+    assert list(etc.glob("systemd/system/*.wants/*")) == []
+    assert sorted(p.name for p in etc.glob("rc2.d/*")) == ["K01ssh"]
+    assert r.stdout.splitlines()[-1] == (
+        "deps: openssh-server installed for the lab only: its service ssh "
+        "not started, not enabled on this host")
+
+
+def test_a_daemon_named_apart_left_enabled_fails_deps(fake):
+    r = _deps(fake, "openssh-server", FAKE_BROKEN="1")
+    assert r.returncode != 0
+    assert "deps: ssh is still enabled on this host" in r.stderr
 
 
 def test_a_daemon_left_enabled_fails_deps(fake):

@@ -105,7 +105,7 @@ def test_a_marker_naming_no_file_says_where_it_looked(pytester, inner):
     assert r.ret == pytest.ExitCode.INTERRUPTED, r.stdout.str()
     line = (f"test_none.py::test_x: topology 'nowhere': no file "
             f"{pytester.path / 'nowhere.toml'} (nor one of dcblab's own: "
-            "dcb-fabric, two-hosts)")
+            "dcb-fabric, dcb-fabric-split, two-hosts)")
     assert line in r.outlines, r.stdout.str()
 
 
@@ -117,7 +117,7 @@ def test_an_unknown_default_topology_stops_the_run_in_one_line(pytester,
     assert r.errlines[-1:] == [
         f"Exit: dcblab: topology 'nowhere.toml': no file "
         f"{pytester.path / 'nowhere.toml'} (nor one of dcblab's own: "
-        "dcb-fabric, two-hosts)"], r.stderr.str()
+        "dcb-fabric, dcb-fabric-split, two-hosts)"], r.stderr.str()
 
 
 def test_tests_of_one_topology_share_its_lab_restored_between(pytester,

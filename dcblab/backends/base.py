@@ -57,6 +57,8 @@ class Machine(ABC):
     rundir: Path
     pid: int
     t_start: float
+    # On another machine (libvirt_remote.py): its pid is that machine's.
+    remote = False
 
     @abstractmethod
     def start(self):

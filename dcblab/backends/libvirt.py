@@ -64,7 +64,8 @@ from .base import Backend, Machine, VmError, register
 from .qemu import QEMU, choose_accel, kernel_cmdline
 
 __all__ = ["LibvirtBackend", "LibvirtVm", "Daemon", "domain_xml",
-           "LIBVIRTD", "DEBIAN_QEMU_USER"]
+           "LIBVIRTD", "DEBIAN_QEMU_USER", "LIBVIRTD_CONF", "QEMU_CONF",
+           "NS_SCRIPT", "libvirt_modules", "error_line"]
 
 LIBVIRTD = "/usr/sbin/libvirtd"
 INSTALL = ("run `make deps` (Debian packages libvirt-daemon "
@@ -144,7 +145,7 @@ exec "$5" -f /etc/libvirt/libvirtd.conf -p "/run/libvirt/$4"
 
 
 @functools.cache
-def _libvirt():
+def libvirt_modules():
     """python3-libvirt, imported on first use (the qemu backend does not
     need it), with its default error printer silenced: errors become
     exceptions, which we turn into one-line messages."""
@@ -158,7 +159,7 @@ def _libvirt():
     return libvirt, libvirt_qemu
 
 
-def _err(e):
+def error_line(e):
     """A libvirtError's message, one line."""
     return " ".join(str(e).split())
 
@@ -213,7 +214,7 @@ class Daemon:
     def start(self, timeout=60.0):
         if not os.access(LIBVIRTD, os.X_OK):
             raise VmError(f"{LIBVIRTD} not found: {INSTALL}")
-        libvirt, _ = _libvirt()
+        libvirt, _ = libvirt_modules()
         cache = self._files()
         argv = in_netns(self.netns, [
                 "unshare", "--mount", "--propagation", "private", "--",
@@ -237,7 +238,7 @@ class Daemon:
                     self._conn = libvirt.open(self.uri)
                     return time.monotonic() - t0
                 except libvirt.libvirtError as e:
-                    last = _err(e)
+                    last = error_line(e)
             time.sleep(0.05)
         self.stop()
         raise VmError(f"libvirtd did not answer on {self.socket} within "
@@ -256,25 +257,29 @@ class Daemon:
     def conn(self):
         """The keeper's connection to the daemon (opened once)."""
         if self._conn is None:
-            libvirt, _ = _libvirt()
+            libvirt, _ = libvirt_modules()
             try:
                 self._conn = libvirt.open(self.uri)
             except libvirt.libvirtError as e:
-                raise VmError(f"libvirtd at {self.socket}: {_err(e)}") \
+                raise VmError(f"libvirtd at {self.socket}: {error_line(e)}") \
                     from None
         return self._conn
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 
-    def stop(self, grace=5.0):
-        """SIGTERM, then SIGKILL; idempotent."""
+    def close_conn(self):
+        """The keeper's connection closed (if open); idempotent."""
         if self._conn is not None:
             try:
                 self._conn.close()
             except Exception:  # noqa: BLE001 - a dead daemon's connection
                 pass
             self._conn = None
+
+    def stop(self, grace=5.0):
+        """SIGTERM, then SIGKILL; idempotent."""
+        self.close_conn()
         if self.proc is None:
             return
         for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -379,7 +384,7 @@ class LibvirtAgent(Commands):
         self.name = vm.name
 
     def call(self, command, arguments=None, timeout=10.0):
-        libvirt, libvirt_qemu = _libvirt()
+        libvirt, libvirt_qemu = libvirt_modules()
         msg = {"execute": command}
         if arguments is not None:
             msg["arguments"] = arguments
@@ -392,8 +397,10 @@ class LibvirtAgent(Commands):
             if code in (libvirt.VIR_ERR_AGENT_UNRESPONSIVE,
                         libvirt.VIR_ERR_OPERATION_TIMEOUT):
                 raise AgentTimeout(f"{self.name}: no reply to {command} "
-                                   f"within {timeout}s ({_err(e)})") from None
-            raise AgentError(f"{self.name}: {command}: {_err(e)}") from None
+                                   f"within {timeout}s ({error_line(e)})") \
+                    from None
+            raise AgentError(f"{self.name}: {command}: "
+                             f"{error_line(e)}") from None
         try:
             return json.loads(out).get("return")
         except ValueError:
@@ -425,18 +432,18 @@ class LibvirtVm(Machine):
 
     def domain(self):
         if self._dom is None:
-            libvirt, _ = _libvirt()
+            libvirt, _ = libvirt_modules()
             try:
                 self._dom = self.backend.daemon.conn().lookupByName(self.name)
             except libvirt.libvirtError as e:
-                raise AgentError(f"{self.name}: {_err(e)}") from None
+                raise AgentError(f"{self.name}: {error_line(e)}") from None
         return self._dom
 
     def start(self, restore=None):
         """Boot; or with restore (a file open for reading: a saved state
         of an identical guest, Backend.identity) restore that state,
         paused, in a thread of its own (wait_restored, resume)."""
-        libvirt, _ = _libvirt()
+        libvirt, _ = libvirt_modules()
         for f in ("console.log", "shell.sock"):
             (self.rundir / f).unlink(missing_ok=True)
         if restore is not None:
@@ -448,7 +455,7 @@ class LibvirtVm(Machine):
             self._dom = self.backend.daemon.conn().createXML(xml, 0)
         except libvirt.libvirtError as e:
             raise VmError(f"{self.name}: libvirt could not start the domain: "
-                          f"{_err(e)} (see {self.log_path()})") from None
+                          f"{error_line(e)} (see {self.log_path()})") from None
         self.pid = self._read_pid()
         return self
 
@@ -473,7 +480,7 @@ class LibvirtVm(Machine):
         restore's start)."""
         if self.t_start is None:
             return
-        libvirt, _ = _libvirt()
+        libvirt, _ = libvirt_modules()
         if self._restoring is not None and self._restoring.is_alive():
             try:
                 self.backend.daemon.conn().lookupByName(self.name).destroy()
@@ -508,12 +515,12 @@ class LibvirtVm(Machine):
         self._call("resume", lambda dom: dom.resume())
 
     def _call(self, what, fn):
-        libvirt, _ = _libvirt()
+        libvirt, _ = libvirt_modules()
         try:
             fn(self.domain())
         except (libvirt.libvirtError, AgentError) as e:
             raise VmError(f"{self.name}: libvirt could not {what} the "
-                          f"domain: {_err(e)}") from None
+                          f"domain: {error_line(e)}") from None
 
     def restore_xml(self, saved, append=False):
         """The domain XML a saved state is restored with: the saved one
@@ -550,14 +557,14 @@ class LibvirtVm(Machine):
     def _restore(self, src, xml):
         """virDomainRestoreFlags of src with xml, paused; then the new
         domain and its QEMU's pid."""
-        libvirt, _ = _libvirt()
+        libvirt, _ = libvirt_modules()
         conn = self.backend.daemon.conn()
         try:
             conn.restoreFlags(src, xml, libvirt.VIR_DOMAIN_SAVE_PAUSED)
             self._dom = conn.lookupByName(self.name)
         except libvirt.libvirtError as e:
             raise VmError(f"{self.name}: libvirt could not restore the saved "
-                          f"state: {_err(e)}") from None
+                          f"state: {error_line(e)}") from None
         self.pid = self._read_pid()
 
     def _start_restore(self, f):
@@ -565,7 +572,7 @@ class LibvirtVm(Machine):
         (restore_xml); the restore itself in a thread. libvirtd opens f by
         /proc/KEEPER/fd/N, a descriptor of our own: the keeper's file
         even if a newer snapshot replaced the slot since (snapshots.py)."""
-        libvirt, _ = _libvirt()
+        libvirt, _ = libvirt_modules()
         fd = os.dup(f.fileno())
         src = f"/proc/{os.getpid()}/fd/{fd}"
         try:
@@ -574,7 +581,7 @@ class LibvirtVm(Machine):
         except libvirt.libvirtError as e:
             os.close(fd)
             raise VmError(f"{self.name}: libvirt could not read the saved "
-                          f"state: {_err(e)}") from None
+                          f"state: {error_line(e)}") from None
         except BaseException:
             os.close(fd)
             raise
@@ -611,14 +618,14 @@ class LibvirtVm(Machine):
         that file, paused, so the saving lab carries on (a new QEMU: a
         new pid, its console log appended to). No timeout: libvirt's
         calls return when done or failed."""
-        libvirt, _ = _libvirt()
+        libvirt, _ = libvirt_modules()
         conn = self.backend.daemon.conn()
         try:
             self.domain().saveFlags(str(path), None,
                                     libvirt.VIR_DOMAIN_SAVE_PAUSED)
         except (libvirt.libvirtError, AgentError) as e:
             raise VmError(f"{self.name}: saving its state failed: "
-                          f"{_err(e)}") from None
+                          f"{error_line(e)}") from None
         self._dom = None
         (self.rundir / "shell.sock").unlink(missing_ok=True)
         try:
@@ -626,7 +633,7 @@ class LibvirtVm(Machine):
                                    append=True)
         except libvirt.libvirtError as e:
             raise VmError(f"{self.name}: saved, but libvirt could not read "
-                          f"the saved state back: {_err(e)}") from None
+                          f"the saved state back: {error_line(e)}") from None
         self._restore(str(path), xml)
 
     def set_link(self, nic, up):
@@ -635,7 +642,7 @@ class LibvirtVm(Machine):
         back to virDomainUpdateDeviceFlags; libvirt tells QEMU
         (set_link), and the guest's driver sees its carrier come or go."""
         import xml.etree.ElementTree as ET  # only this method needs it
-        libvirt, _ = _libvirt()
+        libvirt, _ = libvirt_modules()
         mac = self.spec.nics[self._nic_index(nic)].mac
         state = "up" if up else "down"
         try:
@@ -654,7 +661,7 @@ class LibvirtVm(Machine):
                                   libvirt.VIR_DOMAIN_AFFECT_LIVE)
         except libvirt.libvirtError as e:
             raise VmError(f"{self.name}: {nic}: libvirt could not set its "
-                          f"link {state}: {_err(e)}") from None
+                          f"link {state}: {error_line(e)}") from None
 
 
 @register
@@ -673,7 +680,7 @@ class LibvirtBackend(Backend):
         frequency (as the qemu backend's identity). libvirt makes QEMU's
         command line from the XML: another libvirt may make another
         machine of the same XML."""
-        libvirt, _ = _libvirt()
+        libvirt, _ = libvirt_modules()
         st = os.stat(LIBVIRTD)
         xml = re.sub(r" tsc_early_khz=\d+", "",
                      domain_xml(spec, Path("@RUNDIR@")))

@@ -744,6 +744,101 @@ def _fabric_rows(args, accel):
     ]
 
 
+SPLIT_PAIR = paths.ROOT / "tests" / "data" / "pair-split.toml"
+
+
+def _local_twin(split, workdir):
+    """split's topology with every host on this machine: the same lab
+    with its link local (the [machines] tables and machine keys gone)."""
+    out, skip = [], False
+    for line in Path(split).read_text().splitlines():
+        m = _TABLE_HEADER.match(line)
+        if m:
+            skip = m.group(1).startswith("machines.")
+        if skip or re.match(r"\s*machine\s*=", line):
+            continue
+        out.append(line)
+    path = Path(workdir) / "pair-local.toml"
+    path.write_text("\n".join(out).replace('name = "pair-split"',
+                                            'name = "pair-local"') + "\n")
+    return load(path)
+
+
+def _link_cost(handle, frames):
+    """(median RTT ms, frames/s h2 received) of h1 -> h2 over l1: 50
+    prioping probes, then frames at the sender's full rate."""
+    from ..scenarios.fabric import idle_rtt
+    from ..testing.traffic import Sink, flow_of
+    h1, h2 = handle.guest("h1"), handle.guest("h2")
+    dst = handle.topology.address("h2", vlan=100)
+    h1.run(["ping", "-c", "1", "-W", "5", dst])
+    rtt = statistics.median(idle_rtt(h1, dst, 0, count=50))
+    sink = Sink(h2, "eth0", count=frames, timeout=60, idle=3)
+    sent = send(h1, dst, count=frames, flow=21)
+    got = flow_of(sink.result(), 21)["received"]
+    return rtt, got / sent["elapsed_s"], got / frames
+
+
+def _split_rows(args, accel):
+    """A cross-machine link against a local one (docs/scale.md): the pair
+    of tests/data/pair-split.toml across the two-machine simulation
+    (h1 on a, h2 on b, l1 in VXLAN over the sim's veth) and the same pair
+    on this machine, booted in turn; RTT and frames/s over l1."""
+    from ..core.remote import SSH_CONFIG_ENV
+    from ..lab.simmachines import SimMachines
+    split = load(SPLIT_PAIR)
+    res = {"local": [], "cross": []}
+    old = os.environ.get(SSH_CONFIG_ENV)
+    with tempfile.TemporaryDirectory() as tmp, \
+            SimMachines(("a", "b"), name=f"bench{os.getpid()}") as sim:
+        local = _local_twin(SPLIT_PAIR, tmp)
+        os.environ[SSH_CONFIG_ENV] = str(sim.ssh_config)
+        try:
+            for i in range(args.split_runs):
+                for kind, topo in (("local", local), ("cross", split)):
+                    say(f"bench: {kind} link {i + 1}/{args.split_runs}")
+                    lab = Lab(topo, f"bench-{kind}-{os.getpid()}"[:16])
+                    try:
+                        t = lab.up(owner_pid=os.getpid(), accel=accel,
+                                   cold=True)["total"]
+                        res[kind].append((t, *_link_cost(LabHandle(lab),
+                                                         args.frames)))
+                    finally:
+                        lab.down()
+        finally:
+            if old is None:
+                os.environ.pop(SSH_CONFIG_ENV, None)
+            else:
+                os.environ[SSH_CONFIG_ENV] = old
+    med, n = statistics.median, args.split_runs
+
+    def col(kind, i):
+        return med(r[i] for r in res[kind])
+
+    def span(kind, i, fmt):
+        vals = [r[i] for r in res[kind]]
+        return f"{fmt.format(min(vals))}..{fmt.format(max(vals))}"
+    rows = []
+    for kind in ("local", "cross"):
+        rows += [
+            (f"{kind} pair up (2 VMs)", f"{col(kind, 0):.2f} s",
+             f"median of {n} cold ups ({span(kind, 0, '{:.1f}')} s)"),
+            (f"{kind} link RTT", f"{col(kind, 1):.3f} ms",
+             f"median of {n} runs' medians of 50 prioping probes h1 -> h2 "
+             f"({span(kind, 1, '{:.3f}')} ms)"),
+            (f"{kind} link frames/s", f"{col(kind, 2):.0f} f/s",
+             f"median of {n} ({span(kind, 2, '{:.0f}')}): {args.frames} "
+             "frames at priosend's full rate, received by h2 / send time; "
+             f"received {100 * col(kind, 3):.1f} % "
+             f"({span(kind, 3, '{:.3f}')})"),
+        ]
+    rows.append(("cross / local: RTT, frames/s",
+                 f"{col('cross', 1) / col('local', 1):.2f}, "
+                 f"{col('cross', 2) / col('local', 2):.2f}",
+                 "ratios of the medians above, measured in the same run"))
+    return rows
+
+
 def _in_fabric_labs(what, tag, n, accel, measure):
     """measure(handle) in each of n fabric labs of its own, one after the
     other: the list of what it returned."""
@@ -934,6 +1029,8 @@ def bench(args):
         rows += _pfc_rows(args, accel)
     if args.roce_runs:
         rows += _roce_rows(args, accel)
+    if args.split_runs:
+        rows += _split_rows(args, accel)
     if args.soak_clean or args.soak_killed:
         rows += _soak_rows(args)
     if args.suite:
@@ -1005,6 +1102,11 @@ def add_parsers(sub):
                    help="dcb-fabric labs to time up, the switch's forwarding "
                         "rate and the ETS share error in (default 2; 0 "
                         "skips)")
+    p.add_argument("--split-runs", type=int, default=2,
+                   help="pairs booted with their link local and across two "
+                        "simulated machines, in turn, for the cross-machine "
+                        "link's RTT and frames/s (docs/scale.md; default 2; "
+                        "0 skips)")
     p.add_argument("--soak-clean", type=int, default=DEFAULT_CLEAN,
                    help=f"soak: up/exec/down cycles (default {DEFAULT_CLEAN};"
                         " 0 with --soak-killed 0 skips the soak)")

@@ -135,7 +135,12 @@ def _relay(sock, on_winch=None):
 
 def cmd_console(args):
     m = _guest(args)
-    uri = read_state(lab_name(args)).get("backend_info", {}).get("uri")
+    state = read_state(lab_name(args))
+    uri = state.get("backend_info", {}).get("uri")
+    machine = state["hosts"].get(args.host, {}).get("machine")
+    if machine:
+        # On another machine (docs/scale.md): its libvirtd, over ssh.
+        uri = state["machines"][machine]["uri"]
     if uri:
         # A libvirt lab: its serial is a pty only libvirt can hand out.
         note(f"{args.host}'s serial console through `virsh -c '{uri}' "

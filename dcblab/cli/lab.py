@@ -47,12 +47,18 @@ def _count(n, what):
 
 
 def _machines(topo):
-    """"3 hosts, 1 switch, 3 links": hosts and switches counted apart."""
+    """"3 hosts, 1 switch, 3 links": hosts and switches counted apart;
+    a lab across machines names them and its cross-machine links."""
     switches = len(topo.switches)
     parts = [_count(len(topo.hosts) - switches, "host")]
     if switches:
         parts.append(_count(switches, "switch"))
-    return ", ".join(parts + [_count(len(topo.links), "link")])
+    parts.append(_count(len(topo.links), "link"))
+    if topo.split:
+        names = [m or "this one" for m in topo.machine_names]
+        parts.append(f"on machines {', '.join(names)}, "
+                     f"{len(topo.cross_links)} across in VXLAN")
+    return ", ".join(parts)
 
 
 def _ask_guest(machine, entry):
@@ -78,9 +84,13 @@ def _lab_status(name, quick):
         host = lab.topology.host(hname)
         recorded = state["hosts"][hname]
         st = recorded.get("state", "running")
-        if st == "running" and not proc.running(m.pid):
+        machine = recorded.get("machine")
+        # A guest on another machine: its pid is that machine's, and the
+        # keeper watches it through libvirt.
+        if st == "running" and not machine and not proc.running(m.pid):
             st = "gone"
         entry = {"host": hname, "pid": m.pid, "state": st,
+                 **({"machine": machine} if machine else {}),
                  "memory_mib": host.memory_mib, "cpus": host.cpus,
                  "uptime_s": None, "mem_used_kib": None}
         if st == "gone":
@@ -100,6 +110,7 @@ def _lab_status(name, quick):
             "backend": lab.backend.name, "flavour": lab.flavour.name,
             **state.get("backend_info", {}),
             "netns": lab.wire.netns, "snapshot": state.get("snapshot"),
+            "machines": state.get("machines", {}),
             "hosts": hosts, "links": links}
 
 
@@ -114,13 +125,19 @@ def cmd_status(args):
     for lab in out:
         owner = f", owned by pid {lab['owner_pid']}" if lab["owner_pid"] \
             else ""
+        machines = sorted(m for m in lab.get("machines", {}) if m)
+        backend = (f"libvirt backend on machines {', '.join(machines)}"
+                   if machines else f"{lab['backend']} backend")
         say(f"lab {lab['name']} (run {lab['run_id']}, {lab['status']}, "
             f"keeper pid {lab['keeper_pid'] or '-'}{owner}, netns "
-            f"{lab['netns']}, {lab['backend']} backend, {lab['flavour']} "
-            "kernel)")
+            f"{lab['netns']}, {backend}, {lab['flavour']} kernel)")
         if lab.get("uri"):
             say(f"  libvirtd pid {lab['daemon_pid']}: virsh -c "
                 f"'{lab['uri']}' list")
+        for m, info in sorted(lab.get("machines", {}).items()):
+            on = [h["host"] for h in lab["hosts"] if h.get("machine") == m]
+            say(f"  machine {m or 'here'} ({', '.join(sorted(on))}): virsh "
+                f"-c '{info.get('uri', '')}' list")
         snap = lab.get("snapshot")
         if snap and (snap["restored"] or snap["saved"]):
             how = "restored from" if snap["restored"] else "saved as"
@@ -134,7 +151,10 @@ def cmd_status(args):
             up = f"{h['uptime_s']:.1f}s" if h["uptime_s"] is not None else "-"
             mem = (f"{h['mem_used_kib'] // 1024} MiB"
                    if h["mem_used_kib"] is not None else "-")
-            say(f"  {h['host']:<6} {h['pid'] or '-':>7} {h['state']:<10} "
+            # A pid on another machine is that machine's: "b:170".
+            pid = f"{h['machine']}:{h['pid']}" if h.get("machine") else \
+                h["pid"] or "-"
+            say(f"  {h['host']:<6} {pid:>7} {h['state']:<10} "
                 f"{h['cpus']:>5} {up:>8} {mem:>10} {h['memory_mib']:>7} MiB")
         for lk in lab["links"]:
             say(f"  link {lk['link']}: {lk['a']} <-> {lk['b']}, "

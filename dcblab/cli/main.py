@@ -26,6 +26,7 @@ _GROUPS = {
     "export": ("export",),
     "snapshots": ("snapshots",),
     "usertests": ("test",),
+    "sim": ("sim",),
 }
 
 

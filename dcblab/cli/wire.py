@@ -14,16 +14,24 @@ def cmd_capture(args):
     lab = Lab.attach(lab_name(args))
     link = lab.topology.link(args.link)
     tap = lab.wire.tap(link.a)
-    argv = lab.wire.argv(["tcpdump", "-i", tap, "-w", args.write, "-U",
-                          "-n", "-s", "0"])
-    if args.count:
-        argv += ["-c", str(args.count)]
+    # A lab across machines: tcpdump where the tap is, the pcap here.
+    part = lab.wire.part(link.a.host) if hasattr(lab.wire, "parts") \
+        else lab.wire
+    out = None if part is lab.wire else open(args.write, "wb")
+    argv = part.argv(["tcpdump", "-i", tap, "-w",
+                      args.write if out is None else "-", "-U", "-n", "-s",
+                      "0"] + (["-c", str(args.count)] if args.count else []))
+    where = f" on machine {part.machine}" if out is not None else ""
     say(f"capturing link {link.name} on the host side ({tap} in "
-        f"{lab.wire.netns}) to {args.write}; Ctrl-C stops")
+        f"{lab.wire.netns}{where}) to {args.write}; Ctrl-C stops")
     try:
-        return subprocess.run(argv, timeout=args.duration).returncode
+        return subprocess.run(argv, timeout=args.duration,
+                              stdout=out).returncode
     except (subprocess.TimeoutExpired, KeyboardInterrupt):
         return 0
+    finally:
+        if out is not None:
+            out.close()
 
 
 _FAULT_OPTIONS = ("loss", "duplicate", "reorder", "gap", "corrupt", "delay",

@@ -12,4 +12,5 @@ __all__, __getattr__, __dir__ = surface(__name__, {
     "cmd": ("CmdError", "run"),
     "errors": ("DcblabError", "ScenarioError", "UnknownName", "UsageError"),
     "flavours": ("FLAVOURS", "Flavour", "flavour"),
+    "remote": ("Here", "Ssh", "ssh_base", "SSH_CONFIG_ENV"),
 })

@@ -19,4 +19,6 @@ __all__, __getattr__, __dir__ = surface(__name__, {
     "runs": ("LabError", "check_name", "keeper_alive", "lab_dir", "list_labs",
              "owned", "rc_text", "read_state", "run_dirs", "run_root"),
     "wire": ("Wire", "named_netns", "netns_exists", "netns_path"),
+    "splitwire": ("MachineWire", "SplitWire", "check_underlays",
+                  "remote_teardown"),
 })

@@ -34,6 +34,7 @@ qemu-guest-agent command for one host), ``status``, ``restart``,
 """
 
 import argparse
+import concurrent.futures
 import ctypes
 import dataclasses
 import json
@@ -49,11 +50,13 @@ import traceback
 import uuid
 
 from .. import backends
+from ..backends import libvirt_remote
 from ..core import paths, proc
 from ..core.errors import DcblabError
 from ..core.flavours import flavour
+from ..core.remote import SSH_CONFIG_ENV, ssh_base
 from ..guest.agent import AgentError, AgentTimeout
-from . import snapshots, wire
+from . import snapshots, splitwire, wire
 from .baseline import apply_baseline
 from .dcbx import (app_readvertise_script, dcbx_script, pfc_applied_script,
                    start_lldpad)
@@ -100,7 +103,16 @@ class Keeper:
         self.owner_start = proc.start_time(owner_pid) if owner_pid else None
         self.accel = accel
         self.run_id = uuid.uuid4().hex[:12]
-        self.wire = wire.Wire(self.topology, name, self.run_id)
+        # A lab across machines (splitwire.py, docs/scale.md): a wire
+        # part and a backend per machine.
+        self.split = self.topology.split
+        if self.split:
+            self.wire = splitwire.SplitWire(self.topology, name, self.run_id)
+            cold = True
+        else:
+            self.wire = wire.Wire(self.topology, name, self.run_id)
+        self.backends = {}       # machine name -> its backend (split labs)
+        self.images = {}         # machine name -> (kernel, initrd) there
         self.machines = {}
         self.hosts = {}          # host name -> its state.json entry
         self.locks = {h.name: threading.Lock() for h in self.topology.hosts}
@@ -141,26 +153,46 @@ class Keeper:
                 "created": time.time(), "hosts": self.hosts,
                 "netns": self.wire.netns, "mac_seed": self.wire.mac_seed,
                 "snapshot": self.snapshot,
-                "backend_info": self.backend.info()})
+                "backend_info": self.backend.info(),
+                "split": self.split,
+                "ssh_config": os.environ.get(SSH_CONFIG_ENV),
+                "machines": {m: b.info() for m, b in self.backends.items()}})
 
     # --- bring-up ---------------------------------------------------------------
 
     def spec(self, host):
-        return host_spec(self.wire, host, self.flavour, self.accel,
-                         (run_tag(self.run_id),))
+        if not self.split:
+            return host_spec(self.wire, host, self.flavour, self.accel,
+                             (run_tag(self.run_id),))
+        spec = host_spec(self.wire.part(host.name), host, self.flavour,
+                         self.accel, (run_tag(self.run_id),))
+        machine = self.topology.machine_of(host.name)
+        if machine in self.images:
+            kernel, initrd = self.images[machine]
+            spec = dataclasses.replace(spec, kernel=kernel, initrd=initrd)
+        return spec
+
+    def backend_of(self, host):
+        if not self.split:
+            return self.backend
+        return self.backends[self.topology.machine_of(host.name)]
 
     def start_host(self, host, restore=None):
         with self.start_lock:
             if self.aborted:
                 raise LabError(f"{host.name}: not started: the lab is "
                                "stopping")
-            m = self.backend.machine(self.spec(host), self.dir / host.name)
+            m = self.backend_of(host).machine(self.spec(host),
+                                              self.dir / host.name)
             self.machines[host.name] = m
             m.start(restore=restore)
         self.hosts[host.name] = {"pid": m.pid, "rundir": str(m.rundir),
                                  "state": "starting", "rc": None,
                                  "log": str(m.log_path()),
                                  "restored": restore is not None}
+        if self.split:
+            self.hosts[host.name]["machine"] = \
+                self.topology.machine_of(host.name)
         return m
 
     # --- snapshots ---------------------------------------------------------
@@ -344,9 +376,14 @@ class Keeper:
         with self.start_lock:
             self.aborted = True
             started = list(self.machines.values())
-        pids = [m.pid for m in started if m.pid]
+        # A guest on another machine has a pid of that machine: it is
+        # stopped through its libvirtd.
+        pids = [m.pid for m in started if m.pid and not m.remote]
         if pids:
             proc.kill(pids, grace=0.5)
+        for m in started:
+            if m.remote:
+                m.stop(grace=0.5)
 
     def _check_stopping(self):
         if self.stopping.is_set():
@@ -360,6 +397,8 @@ class Keeper:
             self.accel = self.backend.accel(paths.boot_kernel(self.flavour.name),
                                             paths.initramfs())
         self._check_stopping()
+        if self.split:
+            return self._up_split(t0, say)
         snap, want = None, None
         if not self.cold:
             slot, key, parts = self.snapshot_key()
@@ -404,6 +443,18 @@ class Keeper:
                 snap = None
             else:
                 return self._up_done(t0, t_open, timings, say)
+        timings = self._boot_all()
+        if want is not None:
+            self._check_stopping()
+            t_save = self.save_snapshot(*want, say)
+            if t_save is not None:
+                timings["snapshot_save"] = t_save
+                self.snapshot["saved"] = True
+        return self._up_done(t0, t_open, timings, say)
+
+    def _boot_all(self):
+        """Every guest booted, ready and (a fabric's) DCBX set up: their
+        timings (ready_host)."""
         for host in self.topology.hosts:
             self.start_host(host)
         self.write()
@@ -418,12 +469,48 @@ class Keeper:
         if self.topology.dcbx:
             for sw in self.topology.switches:
                 self.dcbx_setup(sw)
-        if want is not None:
+        return timings
+
+    def _up_split(self, t0, say):
+        """Every machine's part (splitwire.py, libvirt_remote.py): its
+        underlay checked, its wire, the images copied there, its
+        libvirtd; then the guests, booted cold, as on one machine."""
+        shells = {m: p.shell for m, p in self.wire.parts.items()}
+        splitwire.check_underlays(self.topology, shells)
+        wrapper = libvirt_remote.wrapper_script(
+            self.dir / "ssh", ssh_base(tag=run_tag(self.run_id)))
+        opened = {}
+
+        def machine_part(name, part):
+            t1 = time.monotonic()
+            part.up()
+            if part.shell.remote:
+                backend = libvirt_remote.RemoteLibvirtBackend(part.shell,
+                                                              wrapper)
+                self.images[name] = backend.push_images(
+                    self.dir, paths.boot_kernel(self.flavour.name),
+                    paths.initramfs())
+            else:
+                backend = backends.get(self.backend.name)
+            self.backends[name] = backend
             self._check_stopping()
-            t_save = self.save_snapshot(*want, say)
-            if t_save is not None:
-                timings["snapshot_save"] = t_save
-                self.snapshot["saved"] = True
+            opened[name] = backend.open(self.dir, part.netns,
+                                        run_tag(self.run_id))
+            crossing = len(part.cross())
+            say(f"machine {name or 'here'}: wire {len(part.taps())} taps, "
+                f"{crossing} VXLAN link{'s' if crossing != 1 else ''}, "
+                f"libvirtd up ({time.monotonic() - t1:.2f}s)")
+        # Every machine's part at once, each in a thread; the first
+        # error fails the up (down() then removes every part).
+        pool = concurrent.futures.ThreadPoolExecutor
+        with pool(len(self.wire.parts)) as ex:
+            futures = [ex.submit(machine_part, n, p)
+                       for n, p in self.wire.parts.items()]
+        for f in futures:
+            f.result()
+        t_open = sum(opened.values())
+        self.write()
+        timings = self._boot_all()
         return self._up_done(t0, t_open, timings, say)
 
     def _up_done(self, t0, t_open, timings, say):
@@ -445,14 +532,25 @@ class Keeper:
         return timings
 
     def down(self):
-        """Stop the guests, remove the wire and the run directory."""
+        """Stop the guests, remove the wire and the run directory; on a
+        split lab every machine's part, each whatever another did."""
         self.status = "stopping"
         for m in self.machines.values():
-            m.stop()
+            try:
+                m.stop()
+            except DcblabError as e:
+                print(f"keeper: {m.name}: {e}", file=sys.stderr, flush=True)
         self.backend.close()
-        proc.kill(run_pids(self.run_id))
-        self.wire.down()
-        teardown(self.run_id, None, self.dir)
+        for b in self.backends.values():
+            b.close()
+        # A split lab's other machines: teardown (reaper.py), by ssh,
+        # before anything of the run here goes.
+        if not self.split:
+            proc.kill(run_pids(self.run_id))
+            self.wire.down()
+        teardown(self.run_id, None, self.dir,
+                 say=lambda m: print(f"keeper: {m}", file=sys.stderr,
+                                     flush=True))
 
     # --- while up ---------------------------------------------------------------
 

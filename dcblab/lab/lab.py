@@ -25,7 +25,7 @@ from .. import backends
 from ..core import paths
 from ..core.errors import DcblabError
 from ..core.flavours import flavour
-from . import snapshots, wire
+from . import snapshots, splitwire, wire
 from .client import Connection, LabMachine
 from .hostkernel import check_wire_modules
 from .memory import check_memory
@@ -66,8 +66,13 @@ class Lab:
 
     def _attach(self, state):
         self.run_id = state["run_id"]
-        self.wire = wire.Wire(self.topology, self.name, self.run_id,
-                              state.get("mac_seed"))
+        if state.get("split"):
+            self.wire = splitwire.SplitWire(self.topology, self.name,
+                                            self.run_id, state.get("mac_seed"),
+                                            state.get("ssh_config"))
+        else:
+            self.wire = wire.Wire(self.topology, self.name, self.run_id,
+                                  state.get("mac_seed"))
         self.machines = {h: LabMachine(self.name, h, e)
                          for h, e in state["hosts"].items()}
 

@@ -16,15 +16,12 @@ import shutil
 from pathlib import Path
 
 from ..core import proc
-from . import wire
-from .runs import lab_dir, owned, remove_run_root, run_dirs
+from ..core.errors import DcblabError
+from . import splitwire, wire
+from .runs import (TOPOLOGY, lab_dir, load_lab_topology, owned,
+                   remove_run_root, run_dirs, run_tag)
 
 __all__ = ["run_tag", "run_pids", "teardown", "reap", "leftovers"]
-
-
-def run_tag(run_id):
-    """The word every guest process of run ``run_id`` has on its argv."""
-    return f"dcblab.run={run_id}"
 
 
 def run_pids(run_id):
@@ -36,6 +33,8 @@ def teardown(run_id, netns, rundir, say=lambda msg: None):
     """Kill the run's processes, unbind its network namespace, remove its
     run directory (and the run root if it was the last). Each step runs
     whatever the others did."""
+    if rundir and run_id:
+        _remote_parts(run_id, Path(rundir), say)
     pids = run_pids(run_id) if run_id else []
     if pids:
         proc.kill(pids)
@@ -53,6 +52,21 @@ def teardown(run_id, netns, rundir, say=lambda msg: None):
         shutil.rmtree(rundir, ignore_errors=True)
         say(f"removed {rundir}")
     remove_run_root()
+
+
+def _remote_parts(run_id, rundir, say):
+    """A lab split across machines: each other machine's part, through
+    ssh (splitwire.remote_teardown); an unreachable machine is a line
+    said, and the rest goes on."""
+    st = _state(rundir)
+    if not st.get("split"):
+        return
+    try:
+        topo = load_lab_topology(rundir.name, rundir / TOPOLOGY)
+        splitwire.remote_teardown(topo, rundir.name, run_id, say,
+                                  st.get("ssh_config"))
+    except DcblabError as e:
+        say(f"lab {rundir.name}: {e}")
 
 
 def leftovers(name, run_id):

@@ -29,7 +29,7 @@ from ..topology import load
 __all__ = ["LabError", "run_root", "lab_dir", "list_labs", "read_state",
            "write_state", "check_name", "keeper_alive", "rc_text",
            "make_lab_dir", "owned", "run_dirs", "remove_run_root",
-           "load_lab_topology",
+           "load_lab_topology", "run_tag",
            "NAME_PATTERN", "SOCKET", "TOPOLOGY", "LOCK"]
 
 # In a lab's run directory: the keeper's socket, the topology's copy, the
@@ -49,6 +49,12 @@ class LabError(DcblabError):
 class UnknownLab(LabError, UnknownName):
     """No lab of the name the user gave is up (exit 2, as an unknown host
     or link)."""
+
+
+def run_tag(run_id):
+    """The word every process of run ``run_id`` has on its argv (its
+    guests, their daemons, a split lab's ssh sessions)."""
+    return f"dcblab.run={run_id}"
 
 
 def run_root():

@@ -32,7 +32,8 @@ from ..core.ns import in_netns, is_mountpoint, umount
 from .runs import lab_dir
 
 __all__ = ["Wire", "RUN_ALIAS_PREFIX", "NETNS_FILE", "netns_path",
-           "netns_exists", "delete_netns", "named_netns", "delete_named_netns"]
+           "netns_exists", "delete_netns", "named_netns", "delete_named_netns",
+           "listening"]
 
 RUN_ALIAS_PREFIX = "dcblab-run:"
 NETNS_FILE = "netns"
@@ -195,13 +196,17 @@ class Wire:
         Returns the running Popen once tcpdump listens; it exits after
         ``count`` frames matching the BPF words ``bpf``.
         """
-        proc = subprocess.Popen(
+        return listening(subprocess.Popen(
             self.argv(["tcpdump", "-i", self.tap(nic), "-w", str(path),
                        "-U", "-n", "-s", "0", "-c", str(count), *bpf]),
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        for line in proc.stderr:
-            if "listening on" in line:
-                return proc
-        proc.wait()
-        raise CmdError(proc.args, proc.returncode, "", "tcpdump exited "
-                       "before listening")
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+
+
+def listening(proc):
+    """A tcpdump Popen (stderr piped, text) once it says it listens."""
+    for line in proc.stderr:
+        if "listening on" in line:
+            return proc
+    proc.wait()
+    raise CmdError(proc.args, proc.returncode, "", "tcpdump exited "
+                   "before listening")

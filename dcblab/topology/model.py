@@ -11,8 +11,8 @@ from typing import Optional
 
 from ..core.errors import UsageError
 
-__all__ = ["TopologyError", "Topology", "Host", "Nic", "Vlan", "Link", "App",
-           "PortDcb", "APP_SELECTORS", "quote"]
+__all__ = ["TopologyError", "Topology", "Machine", "Host", "Nic", "Vlan",
+           "Link", "App", "PortDcb", "APP_SELECTORS", "VXLAN_PORT", "quote"]
 
 # dcb(8)'s names of the IEEE APP selectors (802.1Qaz table D-9), in the
 # order of their numbers 1..5, and the largest protocol value of each.
@@ -21,9 +21,29 @@ APP_SELECTORS = {"ethtype": (1, 0xffff), "stream-port": (2, 0xffff),
                  "dscp": (5, 63)}
 
 
+# The UDP port of a split lab's VXLAN tunnels unless the file gives one:
+# IANA's VXLAN port (RFC 7348).
+VXLAN_PORT = 4789
+
+
 class TopologyError(UsageError):
     """A topology file is missing or invalid; the message is one line
     naming the file, the key and the value (exit status 2)."""
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A computer a lab split across machines runs guests on
+    (``[machines.NAME]``): the controller reaches it by ssh, and a link
+    from one of its guests to another machine's is carried over VXLAN
+    from its underlay device and address (docs/scale.md)."""
+    name: str
+    ssh: str                        # ssh's destination: "root@10.0.0.1"
+    underlay: str                   # a Linux interface name: "eth1"
+    address: ipaddress.IPv4Address  # its address on underlay
+    # Machines on one network reach each other's addresses; machines on
+    # two cannot carry a link between them.
+    network: str = "dc"
 
 
 @dataclass(frozen=True)
@@ -122,7 +142,7 @@ class Nic:
 
 @dataclass(frozen=True)
 class Host:
-    """A machine of the lab: a host, or a switch (kind "switch", whose NICs
+    """A guest of the lab: a host, or a switch (kind "switch", whose NICs
     are its ports swp1..swpN, joined in a VLAN-aware bridge br0 with
     bridge_vlans tagged on every port)."""
     name: str
@@ -132,6 +152,8 @@ class Host:
     nics: tuple[Nic, ...]
     kind: str = "host"
     bridge_vlans: tuple[int, ...] = ()
+    # The Machine it runs on; "" for the machine dcblab runs on.
+    machine: str = ""
 
     @property
     def is_switch(self) -> bool:
@@ -148,18 +170,26 @@ class Link:
     b: Nic
     queues: int
     speed: Optional[int] = None     # Mbit/s, both ends (ethtool -s)
+    # The VXLAN network identifier of a link that crosses machines, as
+    # the file gives it (None: not given).
+    vni: Optional[int] = None
 
 
 @dataclass(frozen=True)
 class Topology:
     name: str
     path: str
-    # every machine, switches too (after the hosts, in file order)
+    # every guest, switches too (after the hosts, in file order)
     hosts: tuple[Host, ...]
     links: tuple[Link, ...]
     # lldpad (LLDP, and DCBX where the NIC's driver does DCB) runs in
     # every guest of the lab
     dcbx: bool = False
+    # The machines a split lab runs on, in file order (none: every guest
+    # on the machine dcblab runs on), and the UDP port of the VXLAN
+    # tunnels that carry links between them.
+    machines: tuple[Machine, ...] = ()
+    vxlan_port: int = VXLAN_PORT
 
     def host(self, name: str) -> Host:
         return _find(self.hosts, name, "host", self.path)
@@ -170,6 +200,32 @@ class Topology:
 
     def link(self, name: str) -> Link:
         return _find(self.links, name, "link", self.path)
+
+    def machine(self, name: str) -> Machine:
+        return _find(self.machines, name, "machine", self.path)
+
+    def machine_of(self, host: str) -> str:
+        """The machine HOST runs on; "" for the one dcblab runs on."""
+        return self.host(host).machine
+
+    def crosses(self, link: Link) -> bool:
+        """Whether link's two ends run on different machines."""
+        return self.machine_of(link.a.host) != self.machine_of(link.b.host)
+
+    @property
+    def cross_links(self) -> tuple[Link, ...]:
+        return tuple(k for k in self.links if self.crosses(k))
+
+    @property
+    def machine_names(self) -> tuple[str, ...]:
+        """The machines that run a guest, in the order of their first
+        guest; "" (dcblab's own) among them when one runs there."""
+        return tuple(dict.fromkeys(h.machine for h in self.hosts))
+
+    @property
+    def split(self) -> bool:
+        """Whether any guest runs on a machine other than dcblab's."""
+        return any(h.machine for h in self.hosts)
 
     def address(self, host: str, vlan: Optional[int] = None,
                 family: str = "ipv4", nic: str = "eth0") -> str:

@@ -16,8 +16,8 @@ from decimal import Decimal
 from pathlib import PurePath
 from typing import Optional
 
-from .model import (APP_SELECTORS, App, Host, Link, Nic, PortDcb, Topology,
-                    TopologyError, Vlan, quote)
+from .model import (APP_SELECTORS, VXLAN_PORT, App, Host, Link, Machine,
+                    Nic, PortDcb, Topology, TopologyError, Vlan, quote)
 
 __all__ = ["load", "parse"]
 
@@ -29,8 +29,22 @@ _LINK_NAME = _HOST_NAME
 _NIC_NAME = re.compile(r"eth[0-9]+")
 _PORT_NAME = re.compile(r"swp[1-9][0-9]*")
 
-_TOP_KEYS = ("name", "dcbx", "hosts", "switches", "links")
-_SWITCH_KEYS = ("memory_mib", "cpus", "vlans", "dcb", "ports")
+_TOP_KEYS = ("name", "dcbx", "vxlan_port", "machines", "hosts", "switches",
+             "links")
+_MACHINE_KEYS = ("ssh", "underlay", "address", "network")
+# Short enough to stay usable in an interface or file name, should one
+# ever carry it.
+_MACHINE_NAME = re.compile(r"[a-z][a-z0-9-]{0,14}")
+_NETWORK_NAME = _MACHINE_NAME
+# What a host's or switch's machine = "local" means, and so no machine's
+# name: the machine dcblab runs on (stored as "").
+_LOCAL = "local"
+# The kernel's dev_valid_name(): 1..IFNAMSIZ - 1 bytes, no "/", ":" or
+# whitespace, not "." or "..".
+_IFNAME = re.compile(r"[^/:\s]+")
+_IFNAMSIZ = 16
+_VNI_MAX = 2**24 - 1
+_SWITCH_KEYS = ("memory_mib", "cpus", "machine", "vlans", "dcb", "ports")
 _PORT_KEYS = ("rate", "dcb", "pfc_xoff", "pfc_xon", "pfc_headroom", "trust")
 _TRUST = ("pcp", "dscp")
 # PFC thresholds: bytes, from one frame to 64 MiB
@@ -52,10 +66,10 @@ _RATE_UNITS_SHOWN = ("bit kbit mbit gbit tbit, kibit mibit gibit tibit; "
                      "bps kbps mbps gbps tbps, kibps mibps gibps tibps in "
                      "bytes/s; any case")
 _RATE_MIN, _RATE_MAX = 100_000, 100 * 10**9
-_HOST_KEYS = ("memory_mib", "cpus", "nics")
+_HOST_KEYS = ("memory_mib", "cpus", "machine", "nics")
 _NIC_KEYS = ("ipv4", "ipv6", "vlans", "rdma")
 _VLAN_KEYS = ("id", "ipv4", "ipv6", "egress_qos_map", "ingress_qos_map")
-_LINK_KEYS = ("a", "b", "queues", "speed")
+_LINK_KEYS = ("a", "b", "queues", "speed", "vni")
 # ethtool's speeds virtio_net takes: 10 Mbit/s .. 400 Gbit/s
 _SPEED = (10, 400_000)
 
@@ -102,6 +116,7 @@ def parse(text: str, path: str) -> Topology:
 class _Parser:
     def __init__(self, path: str):
         self.path = path
+        self.machines: dict[str, Machine] = {}  # [machines], once read
 
     def fail(self, *parts: str):
         raise TopologyError(": ".join((self.path,) + parts))
@@ -110,6 +125,8 @@ class _Parser:
         self.keys(doc, _TOP_KEYS)
         name = self.name(doc)
         dcbx = self.bool(doc, "dcbx", False)
+        vxlan_port = self.int(doc, "vxlan_port", VXLAN_PORT, 1, 65535, "")
+        self.machines = self.machines_of(doc)
 
         hosts_t = doc.get("hosts", {})
         self.table(hosts_t, "hosts")
@@ -123,6 +140,7 @@ class _Parser:
             if sname in hosts_t:
                 self.fail(f"switch {quote(sname)}", "a host has that name")
             hosts.append(self.switch(sname, stable, len(hosts)))
+        by_name = {h.name: h for h in hosts}
         nics = {(h.name, n.name): n for h in hosts for n in h.nics}
         kinds = {h.name: h.kind for h in hosts}
 
@@ -133,8 +151,8 @@ class _Parser:
 
         # Both checks go in file order, so the first error a user sees is
         # the first one in the file.
-        on_link, peers = {}, {}
-        for lname, a, b, queues, speed in raw_links:
+        on_link, peers, vnis = {}, {}, {}
+        for lname, a, b, queues, speed, vni in raw_links:
             if a == b:
                 self.fail(f"NIC {quote(_nic_id(a))} is on both ends of link "
                           f"{quote(lname)}")
@@ -149,6 +167,13 @@ class _Parser:
                               f"{quote(on_link[end][0])} and {quote(lname)}")
                 on_link[end] = (lname, queues, speed)
             peers[a], peers[b] = b, a
+            self.across(lname, by_name[a[0]], by_name[b[0]], vni)
+            if vni is not None:
+                if vni in vnis:
+                    self.fail(f"duplicate VNI {vni}: links "
+                              f"{quote(vnis[vni])} and {quote(lname)}: give "
+                              "each link its own vni")
+                vnis[vni] = lname
         for key in nics:
             if key not in on_link:
                 self.fail(f"NIC {quote(_nic_id(key))} is on no link: join it "
@@ -172,8 +197,89 @@ class _Parser:
             hosts=tuple(replace(h, nics=tuple(built[(h.name, n.name)]
                                               for n in h.nics))
                         for h in hosts),
-            links=tuple(Link(lname, built[a], built[b], queues, speed)
-                        for lname, a, b, queues, speed in raw_links))
+            links=tuple(Link(lname, built[a], built[b], queues, speed, vni)
+                        for lname, a, b, queues, speed, vni in raw_links),
+            machines=tuple(self.machines.values()), vxlan_port=vxlan_port)
+
+    def machines_of(self, doc: dict) -> dict:
+        """The [machines] table: {name: Machine}, in file order."""
+        machines_t = doc.get("machines", {})
+        self.table(machines_t, "machines")
+        machines, at = {}, {}
+        for mname, mtable in machines_t.items():
+            where = f"machine {quote(mname)}"
+            if mname == _LOCAL:
+                self.fail(where, f"{quote(_LOCAL)} is reserved: it is the "
+                                 "machine dcblab runs on, which needs no "
+                                 "table (its guests leave machine out); "
+                                 "choose another name")
+            if not _MACHINE_NAME.fullmatch(mname):
+                self.fail(where, f"name must match ^{_MACHINE_NAME.pattern}$")
+            self.table(mtable, where=where)
+            self.keys(mtable, _MACHINE_KEYS, where)
+            for key in _MACHINE_KEYS[:3]:
+                if key not in mtable:
+                    self.fail(where, f"{key} is required")
+            ssh = mtable["ssh"]
+            if (not isinstance(ssh, str) or not ssh
+                    or any(c.isspace() for c in ssh)
+                    or ssh.startswith("-")):
+                # ssh would read a destination starting with "-" as an
+                # option.
+                self.fail(where, 'ssh must be an ssh destination without '
+                                 'whitespace, not starting with "-" (like '
+                                 f'"root@192.0.2.1"), got {_show(ssh)}')
+            underlay = mtable["underlay"]
+            if (not isinstance(underlay, str)
+                    or not _IFNAME.fullmatch(underlay)
+                    or len(underlay.encode()) >= _IFNAMSIZ
+                    or underlay in (".", "..")):
+                self.fail(where, 'underlay must be a Linux interface name '
+                                 '(1..15 bytes, no "/", ":" or whitespace) '
+                                 f'like "eth1", got {_show(underlay)}')
+            address = self.ipv4_address(mtable, "address", where)
+            network = mtable.get("network", "dc")
+            if (not isinstance(network, str)
+                    or not _NETWORK_NAME.fullmatch(network)):
+                self.fail(where, f"network must match "
+                                 f"^{_NETWORK_NAME.pattern}$, got "
+                                 f"{_show(network)}")
+            if (network, address) in at:
+                self.fail(where, f"address {address} is machine "
+                                 f"{quote(at[network, address])}'s too, on "
+                                 f"network {quote(network)}: give each "
+                                 "machine its own address")
+            at[network, address] = mname
+            machines[mname] = Machine(mname, ssh, underlay, address, network)
+        return machines
+
+    def across(self, lname: str, a: Host, b: Host, vni):
+        """A link between guests a and b: if they are on two machines,
+        both must be declared and on one network; vni only if so."""
+        where = f"link {quote(lname)}"
+        if a.machine == b.machine:
+            if vni is not None:
+                on = (f"machine {quote(a.machine)}" if a.machine
+                      else "this machine")
+                self.fail(where, f"vni {vni} is given, but the link does not "
+                                 f"cross machines (both ends on {on}): only "
+                                 "a cross-machine link uses a VNI; remove it")
+            return
+        on = {h.name: (f"on machine {quote(h.machine)}" if h.machine
+                       else "on this machine") for h in (a, b)}
+        ends = f"{a.name} {on[a.name]} and {b.name} {on[b.name]}"
+        here = a if not a.machine else b if not b.machine else None
+        if here is not None:
+            self.fail(where, f"a cross-machine link ({ends}), but this "
+                             "machine cannot carry one: it has no underlay "
+                             "in the file; declare it as [machines.NAME] "
+                             '(ssh, underlay, address) and set machine = '
+                             f'"NAME" on {here.kind} {quote(here.name)}')
+        na, nb = (self.machines[h.machine].network for h in (a, b))
+        if na != nb:
+            self.fail(where, f"{ends} cannot reach each other: machine "
+                             f"{quote(a.machine)} is on network {quote(na)}, "
+                             f"{quote(b.machine)} on network {quote(nb)}")
 
     def name(self, doc: dict) -> str:
         if "name" in doc:
@@ -186,23 +292,38 @@ class _Parser:
             return name
         name = PurePath(self.path).stem
         if not _TOPOLOGY_NAME.fullmatch(name):
-            self.fail(f"name defaults to the file name {quote(name)}, which does "
-                      f"not match ^{_TOPOLOGY_NAME.pattern}$: rename the file "
-                      "or set name")
+            self.fail(f"name defaults to the file name {quote(name)}, which "
+                      f"does not match ^{_TOPOLOGY_NAME.pattern}$: rename "
+                      "the file or set name")
         return name
 
-    def machine(self, where, name, table, keys, cpus):
-        """What hosts and switches share: name, keys, memory and CPUs."""
+    def guest(self, where, name, table, keys, cpus):
+        """What hosts and switches share: name, keys, memory, CPUs and
+        the machine they run on ("" for dcblab's)."""
         if not _HOST_NAME.fullmatch(name):
             self.fail(where, f"name must match ^{_HOST_NAME.pattern}$")
         self.table(table, where=where)
         self.keys(table, keys, where)
         return (self.int(table, "memory_mib", 128, 64, 4096, where),
-                self.int(table, "cpus", cpus, 1, 8, where))
+                self.int(table, "cpus", cpus, 1, 8, where),
+                self.machine(table, where))
+
+    def machine(self, table: dict, where: str) -> str:
+        machine = table.get("machine", "")
+        if not isinstance(machine, str):
+            self.fail(where, f"machine must be a string, got {_show(machine)}")
+        if machine == _LOCAL:
+            return ""
+        if machine and machine not in self.machines:
+            known = ", ".join(self.machines) or "none"
+            self.fail(where, f"machine {quote(machine)}: unknown machine "
+                             f"(machines: {known})")
+        return machine
 
     def host(self, name: str, table, index: int) -> Host:
         where = f"host {quote(name)}"
-        mem, cpus = self.machine(where, name, table, _HOST_KEYS, cpus=2)
+        mem, cpus, machine = self.guest(where, name, table, _HOST_KEYS,
+                                        cpus=2)
 
         nics_t = table.get("nics", {})
         self.table(nics_t, "nics", where)
@@ -211,12 +332,12 @@ class _Parser:
         nics.sort(key=lambda n: (n.index, n.name))
         self.numbered(where, "NICs", nics, [f"eth{i}" for i in
                                             range(len(nics))])
-        return Host(name, index, mem, cpus, tuple(nics))
+        return Host(name, index, mem, cpus, tuple(nics), machine=machine)
 
     def nic(self, host: str, name: str, table) -> Nic:
         if not _NIC_NAME.fullmatch(name):
-            self.fail(f"host {quote(host)}",
-                      f"NIC name {quote(name)} must match ^{_NIC_NAME.pattern}$")
+            self.fail(f"host {quote(host)}", f"NIC name {quote(name)} must "
+                                             f"match ^{_NIC_NAME.pattern}$")
         where = f"NIC {quote(f'{host}:{name}')}"
         self.table(table, where=where)
         self.keys(table, _NIC_KEYS, where)
@@ -264,7 +385,8 @@ class _Parser:
 
     def switch(self, name: str, table, index: int) -> Host:
         where = f"switch {quote(name)}"
-        mem, cpus = self.machine(where, name, table, _SWITCH_KEYS, cpus=1)
+        mem, cpus, machine = self.guest(where, name, table, _SWITCH_KEYS,
+                                        cpus=1)
         vlans = table.get("vlans", [])
         if not isinstance(vlans, list) or not all(_is_int(v) for v in vlans):
             self.fail(where, f"vlans must be an array of VLAN ids, "
@@ -321,7 +443,7 @@ class _Parser:
         if not ports:
             self.fail(where, "no ports: declare [switches.NAME.ports.swp1]")
         return Host(name, index, mem, cpus, tuple(ports), kind="switch",
-                    bridge_vlans=tuple(vlans))
+                    bridge_vlans=tuple(vlans), machine=machine)
 
     def numbered(self, where, what, items, expected):
         """items (sorted) must be named exactly expected: no gap."""
@@ -448,7 +570,8 @@ class _Parser:
             ends.append((host, nic))
         queues = self.int(table, "queues", 1, 1, 16, where)
         speed = self.int(table, "speed", None, *_SPEED, where)
-        return name, ends[0], ends[1], queues, speed
+        vni = self.int(table, "vni", None, 1, _VNI_MAX, where)
+        return name, ends[0], ends[1], queues, speed, vni
 
     # --- typed values ---
 
@@ -460,8 +583,9 @@ class _Parser:
     def keys(self, table: dict, allowed, where: str = ""):
         for key in table:
             if key not in allowed:
+                known = ", ".join(allowed)
                 self.fail(*filter(None, (where, f"unknown key {quote(key)} "
-                                                f"(known: {', '.join(allowed)})")))
+                                                f"(known: {known})")))
 
     def int(self, table: dict, key: str, default, lo: int, hi: int,
             where: str) -> int:
@@ -469,9 +593,11 @@ class _Parser:
             return default
         v = table[key]
         if not _is_int(v):
-            self.fail(where, f"{key} must be an integer, got {_show(v)}")
+            self.fail(*filter(None, (where, f"{key} must be an integer, "
+                                            f"got {_show(v)}")))
         if not lo <= v <= hi:
-            self.fail(where, f"{key} must be {lo}..{hi}, got {v}")
+            self.fail(*filter(None, (where, f"{key} must be {lo}..{hi}, "
+                                            f"got {v}")))
         return v
 
     def bool(self, table: dict, key: str, default: bool,
@@ -513,6 +639,22 @@ class _Parser:
             self.fail(where, want)
         self.fail(where, f"{key} must be an {family} address, got {quote(v)}, "
                          f"which is {'IPv6' if family == 'IPv4' else 'IPv4'}")
+
+    def ipv4_address(self, table: dict, key: str, where: str):
+        """A required IPv4 address without prefix."""
+        v = table[key]
+        if isinstance(v, str):
+            try:
+                return ipaddress.IPv4Address(v)
+            except ValueError:
+                pass
+        want = (f"{key} must be an IPv4 address without prefix (like "
+                f"198.18.0.1), got {_show(v)}")
+        try:
+            ipaddress.IPv6Address(v if isinstance(v, str) else "")
+        except ValueError:
+            self.fail(where, want)
+        self.fail(where, f"{want}, which is IPv6")
 
     def qos_map(self, table: dict, key: str, where: str, frm, to):
         if key not in table:
