@@ -31,14 +31,13 @@ lists joined.
 """
 
 import hashlib
-import itertools
 import json
 
 from ..core.cmd import CmdError
 from ..core.ns import in_netns
 from ..core.remote import Here, Ssh
 from .runs import LabError, lab_dir, run_tag
-from .wire import RUN_ALIAS_PREFIX, Wire, listening
+from .wire import Wire, listening
 
 __all__ = ["MachineWire", "SplitWire", "shells", "vnis", "VXLAN_OVERHEAD",
            "GUEST_MTU", "VLAN_TAG", "check_underlays", "remote_teardown"]
@@ -160,21 +159,10 @@ class MachineWire(Wire):
                            "reap`")
         try:
             self.shell.run(["mkdir", "-p", "-m", "700", str(self.dir)])
-            self.shell.run(["sh", "-c", 'echo "$1" > "$2"', "sh",
-                            self.run_id, str(self.dir / "run_id")])
             self.shell.run(["touch", self.netns])
             self.shell.run(["unshare", f"--net={self.netns}", "true"])
-            self.run(["sysctl", "-q", "-w",
-                      "net.ipv6.conf.all.disable_ipv6=1",
-                      "net.ipv6.conf.default.disable_ipv6=1"])
             self._vxlans()
-            cmds = [["ip", "link", "set", "lo", "alias",
-                     f"{RUN_ALIAS_PREFIX}{self.run_id}"],
-                    *self.link_commands()]
-            for tool, batch in itertools.groupby(cmds, lambda c: c[0]):
-                self.run([tool, "-batch", "-"],
-                         input="".join(" ".join(c[1:]) + "\n"
-                                       for c in batch))
+            self.configure()
             self._firewall()
         except BaseException:
             self.down()
@@ -208,16 +196,11 @@ class MachineWire(Wire):
                  for link, mine, _ in self.cross()]
         for link in self.local_links():
             for nic in (link.a, link.b):
-                cmds += self._tap_commands(link, nic)
+                cmds += self.tap_commands(link, nic)
         for link, mine, _ in self.cross():
-            cmds += self._tap_commands(link, mine)
+            cmds += self.tap_commands(link, mine)
         for src, dst in ends:
-            cmds += [["tc", "qdisc", "add", "dev", src, "root", "noqueue"],
-                     ["tc", "qdisc", "add", "dev", src, "ingress"],
-                     ["tc", "filter", "add", "dev", src, "parent", "ffff:",
-                      "protocol", "all", "prio", "1", "u32", "match", "u32",
-                      "0", "0", "action", "mirred", "egress", "redirect",
-                      "dev", dst]]
+            cmds += self.join_commands(src, dst)
         # A tagged full-size frame is 4 bytes over the default 1500.
         cmds += [["ip", "link", "set", "dev", self.vxlan(link), "mtu",
                   str(GUEST_MTU + VLAN_TAG)] for link, _, _ in self.cross()]
@@ -225,13 +208,6 @@ class MachineWire(Wire):
                  for d in self.taps() + [self.vxlan(link)
                                          for link, _, _ in self.cross()]]
         return cmds
-
-    def _tap_commands(self, link, nic):
-        mq = ["multi_queue"] if link.queues > 1 else []
-        return [["ip", "tuntap", "add", "dev", self.tap(nic), "mode", "tap",
-                 *mq],
-                ["ip", "link", "set", "dev", self.tap(nic), "txqueuelen",
-                 "10000"]]
 
     def table(self):
         return f"dcblab_{self.run_id}"

@@ -131,23 +131,26 @@ class Wire:
         Path(self.netns).touch(mode=0o600)
         try:
             run(["unshare", f"--net={self.netns}", "true"])
-            # One process per run of one tool's commands, not one per
-            # command: ip and tc each read them from stdin (three runs:
-            # ip makes the taps, tc their qdiscs and filters, ip sets
-            # them up).
-            cmds = [["ip", "link", "set", "lo", "alias",
-                     f"{RUN_ALIAS_PREFIX}{self.run_id}"],
-                    *self.link_commands()]
-            self.run(["sysctl", "-q", "-w",
-                      "net.ipv6.conf.all.disable_ipv6=1",
-                      "net.ipv6.conf.default.disable_ipv6=1"])
-            for tool, batch in itertools.groupby(cmds, lambda c: c[0]):
-                self.run([tool, "-batch", "-"],
-                         input="".join(" ".join(c[1:]) + "\n"
-                                       for c in batch))
+            self.configure()
         except BaseException:
             self.down()
             raise
+
+    def configure(self):
+        """The new namespace: IPv6 off, lo carrying the run id, then
+        link_commands(). One process per run of one tool's commands, not
+        one per command: ip and tc each read them from stdin (three runs:
+        ip makes the taps, tc their qdiscs and filters, ip sets them
+        up)."""
+        cmds = [["ip", "link", "set", "lo", "alias",
+                 f"{RUN_ALIAS_PREFIX}{self.run_id}"],
+                *self.link_commands()]
+        self.run(["sysctl", "-q", "-w",
+                  "net.ipv6.conf.all.disable_ipv6=1",
+                  "net.ipv6.conf.default.disable_ipv6=1"])
+        for tool, batch in itertools.groupby(cmds, lambda c: c[0]):
+            self.run([tool, "-batch", "-"],
+                     input="".join(" ".join(c[1:]) + "\n" for c in batch))
 
     def link_commands(self):
         """The ip and tc commands that make every link's taps and join
@@ -158,32 +161,39 @@ class Wire:
         cmds = []
         for link in self.topology.links:
             for nic in (link.a, link.b):
-                mq = ["multi_queue"] if link.queues > 1 else []
-                cmds.append(["ip", "tuntap", "add", "dev", self.tap(nic),
-                             "mode", "tap", *mq])
-                # A deep queue toward each guest (tun's ring per queue is
-                # txqueuelen long): a burst from one guest must wait for
-                # the other's vCPU, not be dropped.
-                cmds.append(["ip", "link", "set", "dev", self.tap(nic),
-                             "txqueuelen", "10000"])
+                cmds += self.tap_commands(link, nic)
         for link in self.topology.links:
             for src, dst in ((link.a, link.b), (link.b, link.a)):
-                # No qdisc toward the guest: tun never stops a queue (a
-                # full ring drops), so a qdisc there only passed frames
-                # through, and the default one (mq, a pfifo_fast of three
-                # txqueuelen rings under each of tun's 256 possible
-                # queues: ~60 MB) took up to 0.25 s per tap to set up.
-                cmds.append(["tc", "qdisc", "add", "dev", self.tap(src),
-                             "root", "noqueue"])
-                cmds.append(["tc", "qdisc", "add", "dev", self.tap(src),
-                             "ingress"])
-                cmds.append(["tc", "filter", "add", "dev", self.tap(src),
-                             "parent", "ffff:", "protocol", "all", "prio",
-                             "1", "u32", "match", "u32", "0", "0", "action",
-                             "mirred", "egress", "redirect", "dev",
-                             self.tap(dst)])
+                cmds += self.join_commands(self.tap(src), self.tap(dst))
         cmds += [["ip", "link", "set", "dev", t, "up"] for t in taps]
         return cmds
+
+    @classmethod
+    def tap_commands(cls, link, nic):
+        """The commands that make NIC's tap for LINK."""
+        mq = ["multi_queue"] if link.queues > 1 else []
+        # A deep queue toward each guest (tun's ring per queue is
+        # txqueuelen long): a burst from one guest must wait for the
+        # other's vCPU, not be dropped.
+        return [["ip", "tuntap", "add", "dev", cls.tap(nic), "mode", "tap",
+                 *mq],
+                ["ip", "link", "set", "dev", cls.tap(nic), "txqueuelen",
+                 "10000"]]
+
+    @staticmethod
+    def join_commands(src, dst):
+        """The commands that hand every frame arriving on device src to
+        device dst, unchanged (tc mirred on src's ingress)."""
+        # No qdisc toward the guest: tun never stops a queue (a full ring
+        # drops), so a qdisc there only passed frames through, and the
+        # default one (mq, a pfifo_fast of three txqueuelen rings under
+        # each of tun's 256 possible queues: ~60 MB) took up to 0.25 s
+        # per tap to set up.
+        return [["tc", "qdisc", "add", "dev", src, "root", "noqueue"],
+                ["tc", "qdisc", "add", "dev", src, "ingress"],
+                ["tc", "filter", "add", "dev", src, "parent", "ffff:",
+                 "protocol", "all", "prio", "1", "u32", "match", "u32", "0",
+                 "0", "action", "mirred", "egress", "redirect", "dev", dst]]
 
     def down(self):
         """Remove the namespace; its taps go with it once the guests are
