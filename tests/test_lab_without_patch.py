@@ -41,7 +41,8 @@ WITHOUT_0004 = [
 @pytest.fixture(scope="module")
 def without_0004(request):
     """A two-hosts lab on the kernel without 0004: built on first use
-    (ccache makes it ~2 min after the lab kernel's build), booted cold."""
+    (from the lab kernel's objects, dcblab/build/seed.py: ~1 min), booted
+    cold."""
     bzimage, _ = kernel_without(patch_named("0004"))
     # kernel_without() builds the lab flavour, whatever the session's
     yield from lab_on_kernel(request, bzimage, f"no0004-{os.getpid()}",

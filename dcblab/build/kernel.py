@@ -1,7 +1,7 @@
 """linux-source-6.1 + kernel-patches/ -> one bzImage per kernel flavour.
 
 ``python3 -m dcblab.build kernel [--flavour NAME]`` runs four steps, each
-timed:
+timed (and a variant's build a fifth, seed, after extract: seed.py):
 
 extract  /usr/src/linux-source-6.1.tar.xz -> BUILD/linux-source-6.1, once
          (unpacked beside its final place and renamed, so an interrupted

@@ -1,6 +1,7 @@
 """``python3 -m dcblab.build``: the entry point the Makefile calls."""
 
 import argparse
+import os
 import sys
 import time
 
@@ -11,6 +12,8 @@ from dcblab.core.flavours import DEFAULT, FLAVOURS, flavour
 from . import iproute2, kernel
 from .checks import checkpatch
 from .common import Step, say
+from .seed import ENV as SEED_ENV
+from .seed import seed_step
 from .series import apply_patches, check_series
 from .variants import kernel_with, kernel_without, patch_named
 
@@ -68,6 +71,9 @@ def main(argv=None):
         t0 = time.monotonic()
         with Step("extract"):
             kernel.extract()
+        if os.environ.get(SEED_ENV):
+            with Step("seed"):
+                seed_step(name)
         with Step("patch"):
             apply_patches()
         if args.what == "patch":
