@@ -10,6 +10,7 @@ import pytest
 
 from dcblab.core.paths import ROOT
 from dcblab.lab import Lab, leftovers, netns_exists, run_root
+from dcblab.lab.baseline import restore
 from dcblab.testing import pcap
 
 DCBLAB = [sys.executable, str(ROOT / "bin" / "dcblab")]
@@ -152,8 +153,22 @@ def test_restore_between_tests_removes_what_a_test_left(lab):
     h1.run(["ip", "link", "add", "left0", "type", "dummy"])
     h1.run(["tc", "qdisc", "add", "dev", "eth0", "root", "prio"])
     h1.run(["tc", "qdisc", "add", "dev", "eth0.100", "clsact"])
+    h1.run(["ip", "netns", "add", "left"])
+    # Traffic tools left running (found by name in /proc by the restore).
+    h1.spawn(["priosink", "-i", "eth0", "-t", "300"])
+    h1.spawn(["iperf3", "-s"])
+    comms = "for p in /proc/[0-9]*; do read -r c < $p/comm && echo $c; done"
+    running = h1.run(["sh", "-c", comms]).stdout.split()
+    assert {"priosink", "iperf3"} <= set(running), running
 
-    lab.restore()
+    said = restore(h1.machine, lab.topology.host("h1"),
+                   lab.topology.dcbx).stdout
+    assert "restore: killed leftover priosend/priosink/dcbapp-netprio/" \
+        "iperf3/perftest\n" in said, said
+    assert "restore: deleted netns left\n" in said, said
+    running = h1.run(["sh", "-c", comms]).stdout.split()
+    assert not {"priosink", "iperf3"} & set(running), running
+    assert h1.run(["ip", "netns", "list"]).stdout == ""
 
     assert h1.run(["find", NETPRIO, "-mindepth", "1", "-type", "d"]
                   ).stdout == ""
