@@ -34,6 +34,7 @@ from dcblab.lab.simmachines import SimMachines
 from dcblab.lab.splitwire import vnis
 from dcblab.scenarios.fabric import congested_port
 from dcblab.testing.guest import Guest
+from dcblab.testing.plugin import FABRIC
 from dcblab.testing.traffic import Sink, flow_of, send
 from dcblab.topology import load
 
@@ -78,7 +79,15 @@ def _simulated(name):
 
 @pytest.fixture(scope="module")
 def sim(dcblab_labs):
-    """Machines a and b; the split lab goes down before they do."""
+    """Machines a and b; the split lab goes down before they do. The
+    session's dcb-fabric lab goes down first: its four idle guests
+    (ticking at 250 Hz) are load on the two CPUs the split lab's
+    measurements share. With it up, in one CI run (2026-12-07), the ETS
+    share of priority 3 came out 0.446 and 0.425 of a 0.5 share here;
+    alone, this file passed. The next test of the fabric brings it up
+    again, from its snapshot."""
+    if dcblab_labs.is_up(FABRIC):
+        dcblab_labs.down(FABRIC)
     with _simulated("fsplit") as s:
         try:
             yield s

@@ -69,12 +69,13 @@ def seed(flavour_name, base):
     touched = _mark_changed(base_obj)
     tmp = obj.with_name(obj.name + ".seed.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    # cp keeps mtimes and links; copytree is 3x slower on 200 MB.
+    # cp -a: mtimes, modes and symlinks as they are, in one process.
     subprocess.run(["cp", "-a", str(base_obj), str(tmp)], check=True)
     for name in NOT_COPIED:
         (tmp / name).unlink(missing_ok=True)
     rewritten = _rewrite_paths(tmp, {
-        str(base / "linux-source-6.1"): str(paths.kernel_src()),
+        str(base / paths.kernel_src().relative_to(paths.build_dir())):
+        str(paths.kernel_src()),
         str(base_obj): str(obj)})
     source = tmp / "source"
     if source.is_symlink():
