@@ -47,7 +47,13 @@ from .series import quilt_files, series_digests
 from .stamps import Stamp, run_once, tool_version
 
 __all__ = ["extract", "configure", "build_kernel", "fragment_files",
-           "build_log"]
+           "build_log", "BUILD_STAMP", "CONFIG_STAMP", "BUILD_LOG"]
+
+# In each flavour's object directory: the build and config steps' stamps
+# and the build's log.
+BUILD_STAMP = ".dcblab-kernel-inputs"
+CONFIG_STAMP = ".dcblab-config-inputs"
+BUILD_LOG = "dcblab-build.log"
 
 
 def fragment_files(flavour_name=None):
@@ -56,11 +62,11 @@ def fragment_files(flavour_name=None):
 
 
 def build_log(flavour_name=None):
-    return paths.kernel_obj(flavour_name) / "dcblab-build.log"
+    return paths.kernel_obj(flavour_name) / BUILD_LOG
 
 
 def _config_stamp(flavour_name):
-    return paths.kernel_obj(flavour_name) / ".dcblab-config-inputs"
+    return paths.kernel_obj(flavour_name) / CONFIG_STAMP
 
 
 # --- extract ---------------------------------------------------------------
@@ -161,7 +167,7 @@ def _build_stamp(flavour_name):
                  else None for f in quilt_files(src)},
               "gcc": tool_version(["gcc", "--version"]),
               "make": " ".join(_make_argv(flavour_name, ["bzImage"]))}
-    return Stamp(obj / ".dcblab-kernel-inputs", inputs,
+    return Stamp(obj / BUILD_STAMP, inputs,
                  [paths.bzimage(flavour_name)])
 
 

@@ -13,7 +13,7 @@ from . import iproute2, kernel
 from .checks import checkpatch
 from .common import Step, say
 from .seed import ENV as SEED_ENV
-from .seed import seed_step
+from .seed import seed
 from .series import apply_patches, check_series
 from .variants import kernel_with, kernel_without, patch_named
 
@@ -71,9 +71,9 @@ def main(argv=None):
         t0 = time.monotonic()
         with Step("extract"):
             kernel.extract()
-        if os.environ.get(SEED_ENV):
+        if os.environ.get(SEED_ENV):  # a variant (variants.py)
             with Step("seed"):
-                seed_step(name)
+                say(f"seed: {seed(name, os.environ[SEED_ENV])}")
         with Step("patch"):
             apply_patches()
         if args.what == "patch":

@@ -40,16 +40,16 @@ from pathlib import Path
 
 from dcblab.core import paths
 
-from .common import say, tarball_id
+from .common import tarball_id
+from .kernel import BUILD_LOG, BUILD_STAMP, CONFIG_STAMP
 from .series import quilt_files
 from .stamps import tool_version
 
-__all__ = ["ENV", "seed", "seed_step"]
+__all__ = ["ENV", "seed"]
 
 ENV = "DCBLAB_SEED_FROM"
-STAMP = ".dcblab-kernel-inputs"
 # Files of the base's object directory that belong to its own steps.
-NOT_COPIED = (STAMP, ".dcblab-config-inputs", "dcblab-build.log")
+NOT_COPIED = (BUILD_STAMP, CONFIG_STAMP, BUILD_LOG)
 # Larger files are objects, archives and images, never paths to rewrite.
 TEXT_MAX = 1 << 20
 
@@ -62,11 +62,12 @@ def seed(flavour_name, base):
     base_obj = base / obj.relative_to(paths.build_dir())
     if obj.exists():
         return f"{obj} exists: built on its own objects"
-    why = _unusable(base_obj)
+    inputs, why = _base_inputs(base_obj, base / paths.bzimage(
+        flavour_name).relative_to(paths.build_dir()))
     if why:
         return f"no objects to start from ({why}): a cold build"
     t0 = time.monotonic()
-    touched = _mark_changed(base_obj)
+    touched = _mark_changed(inputs)
     tmp = obj.with_name(obj.name + ".seed.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     # cp -a: mtimes, modes and symlinks as they are, in one process.
@@ -87,27 +88,28 @@ def seed(flavour_name, base):
             f"{time.monotonic() - t0:.1f}s")
 
 
-def _unusable(base_obj):
-    """Why base_obj cannot seed a variant: None if it can."""
+def _base_inputs(base_obj, bzimage):
+    """(the inputs of base_obj's build stamp, None), or (None, why it
+    cannot seed a variant)."""
     try:
-        inputs = json.loads((base_obj / STAMP).read_text())["inputs"]
+        inputs = json.loads((base_obj / BUILD_STAMP).read_text())["inputs"]
     except (OSError, ValueError, KeyError):
-        return f"{base_obj} has no finished build"
-    if not (base_obj / "arch/x86/boot/bzImage").is_file():
-        return f"{base_obj} has no bzImage"
+        return None, f"{base_obj} has no finished build"
+    if not bzimage.is_file():
+        return None, f"{base_obj} has no bzImage"
     if inputs.get("linux-source-6.1") != tarball_id():
-        return f"{base_obj} was built from another linux-source-6.1"
+        return None, f"{base_obj} was built from another linux-source-6.1"
     if inputs.get("gcc") != tool_version(["gcc", "--version"]):
-        return f"{base_obj} was built by another gcc"
-    return None
+        return None, f"{base_obj} was built by another gcc"
+    return inputs, None
 
 
-def _mark_changed(base_obj):
+def _mark_changed(inputs):
     """mtime now for each file of this tree the base's series had
-    patched when its objects were built, and each this tree's series
-    already patched (a tree patched by an earlier run whose objects were
-    removed since); how many."""
-    inputs = json.loads((base_obj / STAMP).read_text())["inputs"]
+    patched when its objects were built (the tree/ keys of its build
+    stamp's inputs), and each this tree's series already patched (a tree
+    patched by an earlier run whose objects were removed since); how
+    many."""
     names = {k.removeprefix("tree/") for k in inputs if k.startswith("tree/")}
     names |= set(quilt_files(paths.kernel_src()))
     n = 0
@@ -139,10 +141,3 @@ def _rewrite_paths(top, old_to_new):
             os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
             n += 1
     return n
-
-
-def seed_step(flavour_name):
-    """The build's seed step: runs only for a variant (ENV set)."""
-    base = os.environ.get(ENV)
-    if base:
-        say(f"seed: {seed(flavour_name, base)}")
