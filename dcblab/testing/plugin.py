@@ -570,7 +570,12 @@ def _keep_lab(state):
 def _item_topologies(item, labs):
     """The session labs' topologies an item needs, from its fixtures (lab,
     guest, fabric) or its TOPOLOGY stash entry; an item of no known kind
-    (pytest's own doctests, say) needs none."""
+    (pytest's own doctests, say) needs none. A module that defines a
+    fabric fixture of its own (test_fabric_split.py: the fabric split
+    across two machines) needs its topology marker's lab, not the
+    session's dcb-fabric: counted as a user of that, it would keep the
+    four guests of dcb-fabric up, idle but ticking, beside its own
+    measurements."""
     if TOPOLOGY in item.stash:
         return [item.stash[TOPOLOGY]]
     names = getattr(item, "fixturenames", ())
@@ -578,8 +583,19 @@ def _item_topologies(item, labs):
     if "lab" in names:
         found.append(topology_of(item, labs.default))
     if "fabric" in names:
-        found.append(FABRIC.resolve())
+        if _own_fixture(item, "fabric"):
+            found.append(FABRIC.resolve())
+        elif item.get_closest_marker("topology") is not None:
+            found.append(topology_of(item, labs.default))
     return found
+
+
+def _own_fixture(item, name):
+    """Whether the fixture name that item gets is this plugin's (not a
+    module's or conftest's of the same name)."""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.get(name) if info else None
+    return not defs or getattr(defs[-1].func, "__module__", None) == __name__
 
 
 @pytest.hookimpl(hookwrapper=True)
