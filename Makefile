@@ -37,7 +37,7 @@ TOOLS := $(TOOLS_OUT)/priosend $(TOOLS_OUT)/priosink $(TOOLS_OUT)/cgwrite \
 	$(TOOLS_OUT)/dcblab-run $(TOOLS_OUT)/dcbnl-raw $(TOOLS_OUT)/dcbapp-netprio \
 	$(TOOLS_OUT)/prioping $(TOOLS_OUT)/cgsockprio $(TOOLS_OUT)/cgfuzz \
 	$(TOOLS_OUT)/dcbfuzz $(TOOLS_OUT)/pfcsend $(TOOLS_OUT)/pfcd \
-	$(TOOLS_OUT)/rngseed
+	$(TOOLS_OUT)/rngseed $(TOOLS_OUT)/nldump
 # guest-image/ holds only what goes into the image (scripts, settings,
 # contents) and mkinitramfs itself.
 IMAGE_INPUTS := $(wildcard guest-image/*) \

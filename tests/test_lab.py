@@ -154,6 +154,7 @@ def test_restore_between_tests_removes_what_a_test_left(lab):
     h1.run(["tc", "qdisc", "add", "dev", "eth0", "root", "prio"])
     h1.run(["tc", "qdisc", "add", "dev", "eth0.100", "clsact"])
     h1.run(["ip", "netns", "add", "left"])
+    h1.run(["nft", "add", "table", "inet", "left"])
     # Traffic tools left running (found by name in /proc by the restore).
     h1.spawn(["priosink", "-i", "eth0", "-t", "300"])
     h1.spawn(["iperf3", "-s"])
@@ -166,6 +167,10 @@ def test_restore_between_tests_removes_what_a_test_left(lab):
     assert "restore: killed leftover priosend/priosink/dcbapp-netprio/" \
         "iperf3/perftest\n" in said, said
     assert "restore: deleted netns left\n" in said, said
+    assert "restore: nftables ruleset flushed (tables inet left)\n" in \
+        said, said
+    assert "restore: qdisc prio at root of eth0 reset\n" in said, said
+    assert "restore: clsact of eth0.100 removed\n" in said, said
     running = h1.run(["sh", "-c", comms]).stdout.split()
     assert not {"priosink", "iperf3"} & set(running), running
     assert h1.run(["ip", "netns", "list"]).stdout == ""
@@ -178,8 +183,41 @@ def test_restore_between_tests_removes_what_a_test_left(lab):
     kinds = {(q["dev"], q["kind"]) for q in qdiscs if q.get("root")}
     assert ("eth0", "mq") in kinds
     assert not [q for q in qdiscs if q["kind"] in ("prio", "clsact")]
+    assert h1.run(["nft", "list", "tables"]).stdout == ""
     # What the baseline made stays.
     assert "eth0.100" in h1.run(["ls", "/sys/class/net"]).stdout.split()
+
+
+def test_nldump_lists_qdiscs_and_tables_as_tc_and_nft_do(lab):
+    """The restore reads the qdiscs and nftables tables with nldump
+    (tools/nldump.c, static) instead of tc and nft: for qdiscs at the
+    root, under a parent, on ingress, with handles of their own, and
+    tables of the three families the lab kernel has, its lines are the
+    first words of tc's and nft's own."""
+    h1 = lab.h1
+    for cmd in (["ip", "link", "add", "nld0", "type", "dummy"],
+                ["tc", "qdisc", "add", "dev", "nld0", "root", "handle",
+                 "1:", "prio"],
+                ["tc", "qdisc", "add", "dev", "nld0", "parent", "1:2",
+                 "handle", "8002:", "tbf", "rate", "1mbit", "burst",
+                 "10k", "latency", "50ms"],
+                ["tc", "qdisc", "add", "dev", "nld0", "ingress"],
+                ["tc", "qdisc", "add", "dev", "eth0.100", "clsact"],
+                ["nft", "add", "table", "inet", "t1"],
+                ["nft", "add", "table", "ip", "t2"],
+                ["nft", "add", "table", "ip6", "t3"]):
+        h1.run(cmd)
+    tc = [line for line in h1.run(["tc", "qdisc", "show"]).stdout
+          .splitlines() if line.startswith("qdisc ")]
+    ours = h1.run(["nldump", "qdiscs"]).stdout.splitlines()
+    assert len(ours) == len(tc) and all(
+        f"{t} ".startswith(f"{o} ") for o, t in zip(ours, tc)), (ours, tc)
+    assert "qdisc tbf 8002: dev nld0 parent 1:2" in ours, ours
+    assert "qdisc ingress ffff: dev nld0 parent ffff:fff1" in ours, ours
+    assert "qdisc clsact ffff: dev eth0.100 parent ffff:fff1" in ours, ours
+    tables = h1.run(["nldump", "nft-tables"]).stdout
+    assert tables == h1.run(["nft", "list", "tables"]).stdout
+    assert len(tables.splitlines()) == 3, tables
 
 
 def test_restore_detaches_programs_from_the_v2_root(lab):

@@ -142,15 +142,16 @@ def test_c_unit_tests_pass(tools):
     # One summary per test program: util/seqtrack, dcblab-run,
     # dcbapp-netprio's parser and engine, cgfuzz's model and generator,
     # dcbfuzz's model and requests, PFC frames and pfcd's decision, the
-    # ets qdisc pfcd makes from a port's DCB.
+    # ets qdisc pfcd makes from a port's DCB, nldump's lines.
     summaries = re.findall(r"^(.*\d+ passed, (\d+) failed)$", r.stdout, re.M)
-    assert len(summaries) == 7, r.stdout
-    assert [failed for _, failed in summaries] == ["0"] * 7, r.stdout
+    assert len(summaries) == 8, r.stdout
+    assert [failed for _, failed in summaries] == ["0"] * 8, r.stdout
 
 
 @pytest.mark.parametrize("tool", ["priosend", "priosink", "cgwrite",
                                   "dcbnl-raw", "dcbapp-netprio", "prioping",
-                                  "tsc-khz", "cgfuzz", "pfcsend", "pfcd"])
+                                  "tsc-khz", "cgfuzz", "pfcsend", "pfcd",
+                                  "nldump"])
 def test_help_exits_0_with_usage(tools, tool):
     r = _run([tools / tool, "-h"])
     assert r.returncode == 0 and r.stdout.startswith("usage:")
@@ -218,6 +219,11 @@ USAGE_ERRORS = {
         "empty-cgroup-root": ["--cgroup-root="],
         "empty-nft": ["--nft="],
         "operand": ["extra"],
+    },
+    "nldump": {
+        "no-operand": [],
+        "unknown-dump": ["links"],
+        "two-operands": ["qdiscs", "nft-tables"],
     },
 }
 

@@ -92,10 +92,15 @@ void rtnl_build_dellink(struct rtnl_msg *m, const char *name)
 
 int rtnl_open(struct rtnl *r)
 {
+	return rtnl_open_proto(r, NETLINK_ROUTE);
+}
+
+int rtnl_open_proto(struct rtnl *r, int protocol)
+{
 	struct sockaddr_nl local = { .nl_family = AF_NETLINK };
 
 	r->seq = 0;
-	r->fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	r->fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, protocol);
 	if (r->fd < 0)
 		return errno;
 	if (bind(r->fd, (struct sockaddr *)&local, sizeof(local)) < 0) {

@@ -54,6 +54,8 @@ struct rtnl {
 
 /* 0, or an errno (socket, bind). */
 int rtnl_open(struct rtnl *r);
+/* The same on another netlink family (NETLINK_NETFILTER, say). */
+int rtnl_open_proto(struct rtnl *r, int protocol);
 void rtnl_close(struct rtnl *r);
 /*
  * Send m with NLM_F_ACK and wait for its ack: 0, the kernel's errno
