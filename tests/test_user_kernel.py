@@ -263,3 +263,15 @@ def test_our_built_kernel_is_accepted_by_dcblab_kernel(tmp_path):
                "--collect-only")
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"kernel {paths.bzimage('lab')} (" in r.stdout
+
+
+def test_a_kernel_with_a_periodic_tick_is_accepted(tmp_path):
+    """lab.config's NO_HZ_IDLE only spares the host CPU under TCG: a
+    user's kernel that ticks periodically (tinyconfig's choice) is not
+    refused for it."""
+    needed = needed_options()
+    assert "CONFIG_NO_HZ_IDLE" not in needed
+    config = "".join(f"{k}=y\n" for k in needed) + "CONFIG_HZ_PERIODIC=y\n"
+    bz = _fake_bzimage(tmp_path / "bzImage", b"\x90" * 100 + MARKER +
+                       gzip.compress(config.encode()) + b"IKCFG_ED")
+    assert missing_options(bz) == []
