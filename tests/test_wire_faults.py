@@ -382,6 +382,21 @@ def _cli(*args):
                           capture_output=True, text=True, timeout=120)
 
 
+def _round_state(lab, elapsed):
+    """Seconds into the cut, each end's carrier, h1's free memory and
+    load: file reads through the agents, which need no process."""
+    def first(g, path):
+        return g.read(path).split("\n")[0].strip()
+    mem = {k: v.split()[0] for k, _, v in (
+        line.partition(":") for line in
+        lab.h1.read("/proc/meminfo").splitlines()[:3])}
+    return (round(elapsed, 1),
+            first(lab.h1, "/sys/class/net/eth0/carrier"),
+            first(lab.h2, "/sys/class/net/eth0/carrier"),
+            f"h1 MemAvailable {mem.get('MemAvailable')} kB",
+            f"h1 loadavg {first(lab.h1, '/proc/loadavg')}")
+
+
 def test_a_lab_stays_usable_through_a_60_s_cable_cut(lab, link):
     """While the cable is out, every few seconds for CUT_S: the CLI
     (exec, status, link) and both agents answer, both ends see no
@@ -391,10 +406,17 @@ def test_a_lab_stays_usable_through_a_60_s_cable_cut(lab, link):
     link.cut()
     t0 = time.monotonic()
     rounds = 0
+    # What each round saw first, read through the agents (no process):
+    # a failure's message carries it. In two CI runs (2026-12-07) both
+    # ends got their carrier back ~61 s into the cut, before the plug,
+    # and every new process on h1 ended by SIGKILL from then on; a cut
+    # on a lab of its own kept both carriers off for 120 s.
+    seen = []
     try:
         while True:
+            seen.append(_round_state(lab, time.monotonic() - t0))
             r = _cli("exec", "--name", lab.name, "h1", "--", "true")
-            assert r.returncode == 0, r.stderr
+            assert r.returncode == 0, (r.stderr, seen)
             status = json.loads(_cli("status", "--name", lab.name,
                                      "-j").stdout)[0]
             assert [h["state"] for h in status["hosts"]] == \
@@ -402,10 +424,12 @@ def test_a_lab_stays_usable_through_a_60_s_cable_cut(lab, link):
             assert all(h["uptime_s"] for h in status["hosts"])  # agents
             shown = json.loads(_cli("link", "--name", lab.name, "l1",
                                     "-j").stdout)
-            assert [e["carrier"] for e in shown["ends"]] == [False, False]
+            assert [e["carrier"] for e in shown["ends"]] == \
+                [False, False], seen
             assert lab.h2.run(["true"]).rc == 0
+            # 1: sent, no answer (a killed ping, 137, proves nothing).
             assert lab.h1.run(["ping", "-c", "1", "-W", "1", dst],
-                              check=False).rc != 0
+                              check=False).rc == 1, seen
             rounds += 1
             left = CUT_S - (time.monotonic() - t0)
             if left <= 0:
