@@ -84,10 +84,10 @@ def sim(dcblab_labs):
     idle, are load on the two CPUs the split lab's measurements share.
     With it up, in one CI run (2026-12-07, its idle guests still ticking
     at 250 Hz), the ETS share of priority 3 came out 0.446 and 0.425 of
-    a 0.5 share here;
-    alone, this file passed. The plugin runs this module after the
-    fabric's last test, which takes that lab down (_item_topologies);
-    if a run kept it up all the same, it goes down here."""
+    a 0.5 share here; alone, this file passed. The plugin runs this
+    module after the fabric's last test, which takes that lab down
+    (_item_topologies); if a run kept it up all the same, it goes down
+    here."""
     if dcblab_labs.is_up(FABRIC):
         dcblab_labs.down(FABRIC)
     with _simulated("fsplit") as s:

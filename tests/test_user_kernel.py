@@ -155,6 +155,12 @@ def _fake_bzimage(path, kernel):
     return path
 
 
+def _with_config(path, config):
+    """A fake bzImage whose kernel embeds config (CONFIG_IKCONFIG's way)."""
+    return _fake_bzimage(path, b"\x90" * 100 + MARKER +
+                         gzip.compress(config.encode()) + b"IKCFG_ED")
+
+
 def test_a_bzimage_without_an_embedded_config_is_one_line(tmp_path):
     bz = _fake_bzimage(tmp_path / "bzImage", b"\x90" * 4096)
     assert missing_options(bz) == [
@@ -167,8 +173,7 @@ def test_an_option_the_labs_need_missing_is_one_line_saying_why(tmp_path):
     assert "CONFIG_VIRTIO_NET" in needed and not set(needed) & set(BUILD_ONLY)
     config = "".join(f"{k}=y\n" for k in needed if k != "CONFIG_VIRTIO_NET")
     config += "CONFIG_VIRTIO_NET=m\n"       # a module: no use in the guest
-    bz = _fake_bzimage(tmp_path / "bzImage", b"\x90" * 100 + MARKER +
-                       gzip.compress(config.encode()) + b"IKCFG_ED")
+    bz = _with_config(tmp_path / "bzImage", config)
     assert missing_options(bz) == [
         f"KERNEL: {bz} lacks CONFIG_VIRTIO_NET (needed for "
         f"{needed['CONFIG_VIRTIO_NET']})"]
@@ -272,6 +277,5 @@ def test_a_kernel_with_a_periodic_tick_is_accepted(tmp_path):
     needed = needed_options()
     assert "CONFIG_NO_HZ_IDLE" not in needed
     config = "".join(f"{k}=y\n" for k in needed) + "CONFIG_HZ_PERIODIC=y\n"
-    bz = _fake_bzimage(tmp_path / "bzImage", b"\x90" * 100 + MARKER +
-                       gzip.compress(config.encode()) + b"IKCFG_ED")
+    bz = _with_config(tmp_path / "bzImage", config)
     assert missing_options(bz) == []

@@ -101,30 +101,28 @@ static const struct nlmsghdr *table_msg(struct rtnl_msg *m, uint8_t family,
 
 static void test_tables(void)
 {
+	/* nft list tables: "table inet dcbapp", "table ip filter", ... */
+	static const struct {
+		uint8_t family;
+		const char *name, *line;
+	} cases[] = {
+		{ NFPROTO_INET, "dcbapp", "table inet dcbapp" },
+		{ NFPROTO_IPV4, "filter", "table ip filter" },
+		{ NFPROTO_IPV6, "t", "table ip6 t" },
+		{ NFPROTO_NETDEV, "ingress", "table netdev ingress" },
+		{ NFPROTO_BRIDGE, "b", "table bridge b" },
+		{ NFPROTO_ARP, "a", "table arp a" },
+		{ 99, "x", "table 99 x" },
+	};
 	struct rtnl_msg m;
 	char line[300];
 
-	/* nft list tables: "table inet dcbapp", "table ip filter", ... */
-	CHECK(!nlshow_nft_table(table_msg(&m, NFPROTO_INET, "dcbapp"), line,
-				sizeof(line)));
-	CHECK(!strcmp(line, "table inet dcbapp"));
-	CHECK(!nlshow_nft_table(table_msg(&m, NFPROTO_IPV4, "filter"), line,
-				sizeof(line)));
-	CHECK(!strcmp(line, "table ip filter"));
-	CHECK(!nlshow_nft_table(table_msg(&m, NFPROTO_IPV6, "t"), line,
-				sizeof(line)));
-	CHECK(!strcmp(line, "table ip6 t"));
-	CHECK(!nlshow_nft_table(table_msg(&m, NFPROTO_NETDEV, "ingress"), line,
-				sizeof(line)));
-	CHECK(!strcmp(line, "table netdev ingress"));
-	CHECK(!nlshow_nft_table(table_msg(&m, NFPROTO_BRIDGE, "b"), line,
-				sizeof(line)));
-	CHECK(!strcmp(line, "table bridge b"));
-	CHECK(!nlshow_nft_table(table_msg(&m, NFPROTO_ARP, "a"), line,
-				sizeof(line)));
-	CHECK(!strcmp(line, "table arp a"));
-	CHECK(!nlshow_nft_table(table_msg(&m, 99, "x"), line, sizeof(line)));
-	CHECK(!strcmp(line, "table 99 x"));
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		CHECK(!nlshow_nft_table(table_msg(&m, cases[i].family,
+						  cases[i].name),
+					line, sizeof(line)));
+		CHECK(!strcmp(line, cases[i].line));
+	}
 	/* no name, or another message: no line */
 	CHECK(nlshow_nft_table(table_msg(&m, NFPROTO_INET, NULL), line,
 			       sizeof(line)) == -1);
