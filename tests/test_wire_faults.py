@@ -397,6 +397,25 @@ def _round_state(lab, elapsed):
             f"h1 loadavg {first(lab.h1, '/proc/loadavg')}")
 
 
+def _agent_facts(guest):
+    """What might kill a guest's new processes, read through its agent
+    alone (no process): the agent's own limits, cgroups and signal masks
+    (/proc/self is the agent there; its children inherit them), and the
+    last pid the kernel handed out. For a failure's message only."""
+    out = {}
+    try:
+        for f in ("limits", "cgroup", "status"):
+            text = guest.read(f"/proc/self/{f}")
+            if f == "status":
+                text = "\n".join(ln for ln in text.splitlines()
+                                 if ln.startswith(("Sig", "Shd", "VmRSS")))
+            out[f] = text
+        out["loadavg"] = guest.read("/proc/loadavg").strip()
+    except Exception as e:      # noqa: BLE001 - evidence, never a failure
+        out["error"] = repr(e)
+    return out
+
+
 def test_a_lab_stays_usable_through_a_60_s_cable_cut(lab, link):
     """While the cable is out, every few seconds for CUT_S: the CLI
     (exec, status, link) and both agents answer, both ends see no
@@ -416,7 +435,7 @@ def test_a_lab_stays_usable_through_a_60_s_cable_cut(lab, link):
         while True:
             seen.append(_round_state(lab, time.monotonic() - t0))
             r = _cli("exec", "--name", lab.name, "h1", "--", "true")
-            assert r.returncode == 0, (r.stderr, seen)
+            assert r.returncode == 0, (r.stderr, seen, _agent_facts(lab.h1))
             status = json.loads(_cli("status", "--name", lab.name,
                                      "-j").stdout)[0]
             assert [h["state"] for h in status["hosts"]] == \
@@ -428,8 +447,9 @@ def test_a_lab_stays_usable_through_a_60_s_cable_cut(lab, link):
                 [False, False], seen
             assert lab.h2.run(["true"]).rc == 0
             # 1: sent, no answer (a killed ping, 137, proves nothing).
-            assert lab.h1.run(["ping", "-c", "1", "-W", "1", dst],
-                              check=False).rc == 1, seen
+            rc = lab.h1.run(["ping", "-c", "1", "-W", "1", dst],
+                            check=False).rc
+            assert rc == 1, (rc, seen, _agent_facts(lab.h1))
             rounds += 1
             left = CUT_S - (time.monotonic() - t0)
             if left <= 0:
@@ -437,7 +457,12 @@ def test_a_lab_stays_usable_through_a_60_s_cable_cut(lab, link):
             time.sleep(min(10.0, left))
     finally:
         link.plug()
-    r = flow_through_fault(lab, None, count=FRAMES)
+    try:
+        r = flow_through_fault(lab, None, count=FRAMES)
+    except Exception:
+        print(f"after the plug: rounds {seen}; h1's agent "
+              f"{_agent_facts(lab.h1)}")
+        raise
     print(f"{rounds} rounds of checks in {CUT_S} s with the cable out; then "
           f"{r.received} of {r.sent} frames arrived")
     assert r.lost == _other(r)
