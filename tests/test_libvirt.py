@@ -201,6 +201,21 @@ def test_export_writes_valid_domains_and_the_wire(tmp_path):
                        "folder)\n"
 
 
+def test_export_refuses_a_split_topology_in_one_line(tmp_path):
+    """A topology whose guests run on other machines (docs/scale.md) has
+    no single set of domains and wire: refused before anything is
+    written."""
+    out = tmp_path / "out"
+    split = ROOT / "topology" / "dcb-fabric-split.toml"
+    r = _dcblab(["export", "--libvirt", str(split), "-o", str(out)])
+    assert r.returncode == 2
+    assert r.stderr == (
+        f"dcblab: dcblab export --libvirt: {split} runs guests on other "
+        "machines (h1, h2 on a; h3, sw on b): export writes one machine's "
+        "domains and wire; `dcblab up` runs a split lab (docs/scale.md)\n")
+    assert not out.exists()
+
+
 # --- a libvirt lab ----------------------------------------------------------------
 
 def test_libvirt_lab_seen_by_virsh_and_gone_after_down(name):

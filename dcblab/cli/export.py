@@ -37,10 +37,27 @@ domain per host ({hosts}); the same devices, kernel and command line as
 """
 
 
+def _refuse_split(topo, given):
+    """A lab split across machines has no one set of domains and wire to
+    export: its cross-machine links are VXLAN devices made at `up`."""
+    remote = {}
+    for h in topo.hosts:
+        if h.machine:
+            remote.setdefault(h.machine, []).append(h.name)
+    if remote:
+        where = "; ".join(f"{', '.join(hs)} on {m}"
+                          for m, hs in remote.items())
+        raise UsageError(f"dcblab export --libvirt: {given} runs guests on "
+                         f"other machines ({where}): export writes one "
+                         "machine's domains and wire; `dcblab up` runs a "
+                         "split lab (docs/scale.md)")
+
+
 def cmd_export(args):
     if not args.libvirt:
         raise UsageError("dcblab export: say what to export: --libvirt")
     topo = load(args.topology)
+    _refuse_split(topo, args.topology)
     name = check_name(args.name or topo.name)
     out = Path(args.output)
     if out.exists() and any(out.iterdir()):
