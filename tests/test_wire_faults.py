@@ -397,25 +397,6 @@ def _round_state(lab, elapsed):
             f"h1 loadavg {first(lab.h1, '/proc/loadavg')}")
 
 
-def _agent_facts(guest):
-    """What might kill a guest's new processes, read through its agent
-    alone (no process): the agent's own limits, cgroups and signal masks
-    (/proc/self is the agent there; its children inherit them), and the
-    last pid the kernel handed out. For a failure's message only."""
-    out = {}
-    try:
-        for f in ("limits", "cgroup", "status"):
-            text = guest.read(f"/proc/self/{f}")
-            if f == "status":
-                text = "\n".join(ln for ln in text.splitlines()
-                                 if ln.startswith(("Sig", "Shd", "VmRSS")))
-            out[f] = text
-        out["loadavg"] = guest.read("/proc/loadavg").strip()
-    except Exception as e:      # noqa: BLE001 - evidence, never a failure
-        out["error"] = repr(e)
-    return out
-
-
 def test_a_lab_stays_usable_through_a_60_s_cable_cut(lab, link):
     """While the cable is out, every few seconds for CUT_S: the CLI
     (exec, status, link) and both agents answer, both ends see no
@@ -426,16 +407,16 @@ def test_a_lab_stays_usable_through_a_60_s_cable_cut(lab, link):
     t0 = time.monotonic()
     rounds = 0
     # What each round saw first, read through the agents (no process):
-    # a failure's message carries it. In two CI runs (2026-12-07) both
-    # ends got their carrier back ~61 s into the cut, before the plug,
-    # and every new process on h1 ended by SIGKILL from then on; a cut
-    # on a lab of its own kept both carriers off for 120 s.
+    # a failure's message carries it (a string: pytest shortens others).
+    # In CI (2026-12-07) commands here "ended by SIGKILL" in 16 ms: the
+    # agent's stale entry of an earlier process with the same pid, now
+    # passed over (Commands.status, tests/test_agent_status.py).
     seen = []
     try:
         while True:
             seen.append(_round_state(lab, time.monotonic() - t0))
             r = _cli("exec", "--name", lab.name, "h1", "--", "true")
-            assert r.returncode == 0, (r.stderr, seen, _agent_facts(lab.h1))
+            assert r.returncode == 0, f"{r.stderr}; rounds {seen}"
             status = json.loads(_cli("status", "--name", lab.name,
                                      "-j").stdout)[0]
             assert [h["state"] for h in status["hosts"]] == \
@@ -444,12 +425,12 @@ def test_a_lab_stays_usable_through_a_60_s_cable_cut(lab, link):
             shown = json.loads(_cli("link", "--name", lab.name, "l1",
                                     "-j").stdout)
             assert [e["carrier"] for e in shown["ends"]] == \
-                [False, False], seen
+                [False, False], f"rounds {seen}"
             assert lab.h2.run(["true"]).rc == 0
             # 1: sent, no answer (a killed ping, 137, proves nothing).
             rc = lab.h1.run(["ping", "-c", "1", "-W", "1", dst],
                             check=False).rc
-            assert rc == 1, (rc, seen, _agent_facts(lab.h1))
+            assert rc == 1, f"ping rc {rc}; rounds {seen}"
             rounds += 1
             left = CUT_S - (time.monotonic() - t0)
             if left <= 0:
@@ -457,12 +438,7 @@ def test_a_lab_stays_usable_through_a_60_s_cable_cut(lab, link):
             time.sleep(min(10.0, left))
     finally:
         link.plug()
-    try:
-        r = flow_through_fault(lab, None, count=FRAMES)
-    except Exception:
-        print(f"after the plug: rounds {seen}; h1's agent "
-              f"{_agent_facts(lab.h1)}")
-        raise
+    r = flow_through_fault(lab, None, count=FRAMES)
     print(f"{rounds} rounds of checks in {CUT_S} s with the cable out; then "
           f"{r.received} of {r.sent} frames arrived")
     assert r.lost == _other(r)

@@ -50,6 +50,14 @@ STREAM_TOOL = "/usr/bin/dcblab-run"
 _READ = 64 * 1024
 
 
+def _unknown_pid(err):
+    """Whether the agent refused a guest-exec-status because it holds no
+    entry for that pid (QEMU 7.2: "Invalid parameter 'pid'"; other
+    versions: "PID ... does not exist")."""
+    text = str(err)
+    return "Invalid parameter 'pid'" in text or "does not exist" in text
+
+
 def _spawn_failure(err, argv):
     """rc and message for a guest-exec that could not start argv, as a
     shell would give them (127 not found, 126 not executable)."""
@@ -119,6 +127,32 @@ class Commands:
             return Result(list(argv), failed[0], "", failed[1])
         return self.wait(pid, argv, timeout)
 
+    def status(self, pid, timeout=10.0):
+        """guest-exec-status of the process guest-exec just gave PID to.
+
+        qemu-guest-agent keeps an entry per guest-exec, finds it by pid,
+        oldest first, and drops it only once a status it sent says
+        "exited". A process whose end nobody collected (killed by a
+        restore, its waiter gone) leaves such an entry behind, and once
+        the guest's pids wrap (pid_max is 4096 on the lab kernel: tinyconfig
+        has BASE_SMALL) a new process given the same pid gets the old
+        entry's status first: a SIGKILL (137) 15 ms after its start, or
+        another command's rc and output. So an "exited" status is taken
+        only when the agent then knows no entry for that pid; if it still
+        has one, the status was a stale entry's and this one is the
+        process's own."""
+        st = self.call("guest-exec-status", {"pid": pid}, timeout=timeout)
+        while st.get("exited"):
+            try:
+                newer = self.call("guest-exec-status", {"pid": pid},
+                                  timeout=timeout)
+            except DcblabError as e:
+                if _unknown_pid(e):
+                    return st
+                raise
+            st = newer
+        return st
+
     def kill_group(self, pid, sig="KILL", timeout=10.0):
         """Send SIG to the guest process group PID (a streamed command
         leads its own group, so this reaches what it started too)."""
@@ -172,7 +206,7 @@ class Commands:
         try:
             delay = 0.002
             while True:
-                st = self.call("guest-exec-status", {"pid": pid})
+                st = self.status(pid)
                 got = sum(self._drain(h, sink) for h, sink in sinks)
                 if st.get("exited"):
                     break
@@ -212,7 +246,7 @@ class Commands:
         asked)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.call("guest-exec-status", {"pid": pid}).get("exited"):
+            if self.status(pid).get("exited"):
                 return
             time.sleep(0.01)
 
@@ -221,8 +255,8 @@ class Commands:
         deadline = time.monotonic() + timeout
         delay = 0.0005
         while True:
-            st = self.call("guest-exec-status", {"pid": pid},
-                           timeout=max(1.0, deadline - time.monotonic()))
+            st = self.status(pid,
+                             timeout=max(1.0, deadline - time.monotonic()))
             if st.get("exited"):
                 break
             if time.monotonic() >= deadline:
