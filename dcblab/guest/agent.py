@@ -136,11 +136,11 @@ class Commands:
         restore, its waiter gone) leaves such an entry behind, and once
         the guest's pids wrap (pid_max is 4096 on the lab kernel: tinyconfig
         has BASE_SMALL) a new process given the same pid gets the old
-        entry's status first: a SIGKILL (137) at once (tests/test_wire_
-        faults.py's cable cut, in CI), or another command's rc and output. So an "exited" status is taken
-        only when the agent then knows no entry for that pid; if it still
-        has one, the status was a stale entry's and this one is the
-        process's own."""
+        entry's status first: a SIGKILL (137) at once (the cable cut of
+        tests/test_wire_faults.py, in CI), or another command's rc and
+        output. So an "exited" status is taken only when the agent then
+        knows no entry for that pid; if it still has one, the status was
+        a stale entry's and the next one is the process's own."""
         st = self.call("guest-exec-status", {"pid": pid}, timeout=timeout)
         while st.get("exited"):
             try:
