@@ -40,13 +40,10 @@ domain per host ({hosts}); the same devices, kernel and command line as
 def _refuse_split(topo, given):
     """A lab split across machines has no one set of domains and wire to
     export: its cross-machine links are VXLAN devices made at `up`."""
-    remote = {}
-    for h in topo.hosts:
-        if h.machine:
-            remote.setdefault(h.machine, []).append(h.name)
-    if remote:
-        where = "; ".join(f"{', '.join(hs)} on {m}"
-                          for m, hs in remote.items())
+    if topo.split:
+        where = "; ".join(
+            f"{', '.join(h.name for h in topo.hosts if h.machine == m)} "
+            f"on {m}" for m in topo.machine_names if m)
         raise UsageError(f"dcblab export --libvirt: {given} runs guests on "
                          f"other machines ({where}): export writes one "
                          "machine's domains and wire; `dcblab up` runs a "
