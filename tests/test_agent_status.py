@@ -87,7 +87,8 @@ def test_another_error_after_an_exited_status_is_raised():
 # handed out in turn, so the next process then gets the one after it.
 _FORK_TO = ('while :; do read -r _ _ _ _ last < /proc/loadavg; '
             '[ "$last" "$2" "$1" ] && exit 0; ( : ); done')
-# Where the kernel's pids start again after pid_max (RESERVED_PIDS + 1).
+# After pid_max the kernel hands pids out again from RESERVED_PIDS (300):
+# with the last pid at least this, the next one is past that floor.
 _WRAP_TO = 301
 
 
@@ -100,7 +101,7 @@ def test_a_reused_pid_gets_its_own_status_in_a_guest(guest):
     pid_max = int(guest.read("/proc/sys/kernel/pid_max"))
     agent = guest.agent
     mark = "/tmp/agent-status-pid"
-    # A pid below _WRAP_TO (a guest just booted) is never handed out
+    # A pid below 300 (a guest just booted) is never handed out
     # again: first move past it.
     guest.run(["sh", "-c", _FORK_TO, "sh", str(_WRAP_TO), "-ge"],
               timeout=120)
